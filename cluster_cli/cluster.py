@@ -1,0 +1,426 @@
+"""The resolved cluster: every Slurm node and every managed host, after cross-checks.
+
+The inventory speaks in groups and hostlists; renderers and the Ansible inventory need the
+expanded view: which host runs which slurmd on which port with which device files.
+Cross-checks that need that view (unique names, references that exist, topology coverage)
+live here and are all reported together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster_cli import hostlist
+from cluster_cli.errors import InventoryError, Location, Problem, format_location
+from cluster_cli.loader import SourceMap, parse_yaml, read_inventory_text, validate_data
+from cluster_cli.model import NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
+
+MARIADB_PORT = 3306
+
+# slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
+MANAGED_SLURM_KEYS = {
+    "AccountingStorageHost": "accounting.host",
+    "AccountingStoragePort": "accounting.port",
+    "BackupController": "controllers.backup",
+    "ClusterName": "cluster_name",
+    "ControlMachine": "controllers.primary",
+    "NodeName": "node_groups",
+    "PartitionName": "partitions",
+    "SlurmUser": "slurm.user",
+    "SlurmctldHost": "controllers.primary / controllers.backup",
+    "SlurmctldPort": "controllers.port",
+    "SlurmdPort": "slurm.slurmd_port",
+    "TopologyPlugin": "topology.plugin",
+}
+MANAGED_PARTITION_KEYS = {
+    "Default": "default",
+    "DefaultTime": "default_time",
+    "MaxTime": "max_time",
+    "Nodes": "nodes",
+    "OverSubscribe": "oversubscribe",
+    "PartitionName": "name",
+    "QOS": "qos",
+}
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One slurmd: a Slurm node name and where it runs."""
+
+    name: str
+    group: NodeGroup
+    host: str
+    address: str
+    port: int | None
+    gpu_devices: tuple[str, ...]
+    single_host: bool
+
+
+@dataclass
+class ManagedHost:
+    """A machine Ansible configures."""
+
+    name: str
+    address: str
+    connection: str
+    ssh: SshSettings
+    python: str
+    roles: set[str] = field(default_factory=set)
+    slurmd_nodes: list[SlurmNode] = field(default_factory=list)
+
+
+@dataclass
+class Cluster:
+    """The inventory with every node and host resolved."""
+
+    inventory: Inventory
+    source_file: str
+    nodes: list[SlurmNode]
+    hosts: dict[str, ManagedHost]
+    partition_nodes: dict[str, list[str]]
+
+    @property
+    def name(self) -> str:
+        return self.inventory.cluster_name
+
+    def node(self, name: str) -> SlurmNode:
+        return next(node for node in self.nodes if node.name == name)
+
+
+_VALID_NAME = re.compile(NAME_PATTERN)
+
+
+class _Checker:
+    def __init__(self, inventory: Inventory, source: SourceMap, file: str):
+        self.inventory = inventory
+        self.source = source
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def fail(self, location: Location, message: str) -> None:
+        self.problems.append(Problem(self.file, self.source.line_of(location), format_location(location), message))
+
+    # -- hosts ---------------------------------------------------------------------------------
+    def declared_hosts(self) -> dict[str, Host]:
+        declared: dict[str, Host] = {}
+        for index, host in enumerate(self.inventory.hosts):
+            if host.name in declared:
+                self.fail(("hosts", index, "name"), f"host '{host.name}' is declared twice")
+            declared[host.name] = host
+        return declared
+
+    def expand(self, location: Location, expression: str) -> list[str]:
+        try:
+            return hostlist.expand(expression)
+        except hostlist.HostlistError as error:
+            self.fail(location, str(error))
+            return []
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def resolve_nodes(self, declared: dict[str, Host]) -> list[SlurmNode]:
+        nodes: list[SlurmNode] = []
+        seen: dict[str, Location] = {}
+        group_names: set[str] = set()
+        for index, group in enumerate(self.inventory.node_groups):
+            where: Location = ("node_groups", index)
+            if group.name in group_names:
+                self.fail(where + ("name",), f"node group '{group.name}' is declared twice")
+            group_names.add(group.name)
+            names = self.expand(where + ("nodes",), group.nodes)
+            for name in names:
+                if not _VALID_NAME.match(name):
+                    self.fail(where + ("nodes",), f"node name '{name}' is not a valid host name")
+                if name in seen:
+                    self.fail(where + ("nodes",), f"node '{name}' is also in {format_location(seen[name])}")
+                seen[name] = where
+            nodes.extend(self.resolve_group(where, group, names, declared))
+        for name in group_names & set(seen):
+            self.fail(("node_groups",), f"'{name}' is both a node group and a node name")
+        return nodes
+
+    def resolve_group(
+        self, where: Location, group: NodeGroup, names: list[str], declared: dict[str, Host]
+    ) -> list[SlurmNode]:
+        product = group.sockets * group.cores_per_socket * group.threads_per_core
+        if group.cpus is not None and group.cpus > product:
+            self.fail(where + ("cpus",), f"{group.cpus} CPUs but sockets x cores x threads is only {product}")
+        devices = self.group_devices(where, group, len(names))
+        single_host = group.host is not None
+        if single_host:
+            if group.host not in declared:
+                self.fail(where + ("host",), f"host '{group.host}' is not declared under hosts")
+            if group.base_port is None:
+                self.fail(where + ("base_port",), "single-host groups need base_port (one slurmd port per node)")
+            elif group.base_port + len(names) - 1 > 65535:
+                self.fail(where + ("base_port",), f"{len(names)} nodes from port {group.base_port} pass 65535")
+            if group.addresses is not None:
+                self.fail(where + ("addresses",), "single-host nodes share their host's address; remove addresses")
+        elif group.base_port is not None:
+            self.fail(where + ("base_port",), "base_port is only for single-host groups (set host)")
+        addresses = names
+        if group.addresses is not None and not single_host:
+            addresses = self.expand(where + ("addresses",), group.addresses)
+            if len(addresses) != len(names):
+                self.fail(where + ("addresses",), f"{len(addresses)} addresses for {len(names)} nodes")
+                addresses = names
+        per_node = group.gpus.count if group.gpus else 0
+        resolved = []
+        for position, name in enumerate(names):
+            node_devices = tuple(devices[position * per_node : (position + 1) * per_node]) if devices else ()
+            if single_host:
+                host = declared.get(str(group.host))
+                address = (host.address or host.name) if host else str(group.host)
+                port = (group.base_port or 0) + position
+                resolved.append(SlurmNode(name, group, str(group.host), address, port, node_devices, True))
+            else:
+                host_entry = declared.get(name)
+                address = host_entry.address if host_entry and host_entry.address else addresses[position]
+                resolved.append(SlurmNode(name, group, name, address, None, node_devices, False))
+        return resolved
+
+    def group_devices(self, where: Location, group: NodeGroup, node_count: int) -> list[str]:
+        gpus = group.gpus
+        if gpus is None:
+            return []
+        at = where + ("gpus",)
+        if gpus.autodetect == "nvml":
+            if gpus.devices is not None:
+                self.fail(at + ("devices",), "autodetect: nvml finds the devices; listing them too makes slurmd fail")
+            if gpus.fake:
+                self.fail(at + ("fake",), "fake devices cannot be autodetected by NVML; use autodetect: off")
+            if group.host is not None:
+                self.fail(at + ("autodetect",), "single-host groups split one machine's GPUs: list devices instead")
+            return []
+        if gpus.devices is None:
+            self.fail(at + ("devices",), "list the device files (e.g. /dev/nvidia[0-7]) or set autodetect: nvml")
+            return []
+        devices = self.expand(at + ("devices",), gpus.devices)
+        wanted = gpus.count * (node_count if group.host is not None else 1)
+        if devices and len(devices) != wanted:
+            scope = f"{gpus.count} per node x {node_count} nodes" if group.host is not None else "count"
+            self.fail(at + ("devices",), f"{len(devices)} device files but {wanted} GPUs ({scope})")
+            return []
+        if len(set(devices)) != len(devices):
+            self.fail(at + ("devices",), "device files repeat")
+        for device in devices:
+            if not device.startswith("/"):
+                self.fail(at + ("devices",), f"device file '{device}' must be an absolute path")
+                break
+        if group.host is None:
+            return devices * node_count
+        return devices
+
+    # -- hosts and roles -------------------------------------------------------------------------
+    def resolve_hosts(self, declared: dict[str, Host], nodes: list[SlurmNode]) -> dict[str, ManagedHost]:
+        inventory = self.inventory
+        hosts: dict[str, ManagedHost] = {}
+        compute_nodes = {node.name: node for node in nodes if not node.single_host}
+
+        def managed(name: str) -> ManagedHost:
+            if name not in hosts:
+                entry = declared.get(name)
+                node = compute_nodes.get(name)
+                address = (entry.address if entry and entry.address else None) or (node.address if node else name)
+                hosts[name] = ManagedHost(
+                    name=name,
+                    address=address,
+                    connection=entry.connection if entry else "ssh",
+                    ssh=(entry.ssh if entry and entry.ssh else inventory.ssh),
+                    python=entry.python if entry else "/usr/bin/python3",
+                )
+            return hosts[name]
+
+        def require(location: Location, name: str | None, role: str) -> None:
+            if name is None:
+                return
+            if name not in declared and name not in compute_nodes:
+                self.fail(location, f"host '{name}' is neither declared under hosts nor a compute node")
+                return
+            managed(name).roles.add(role)
+
+        require(("controllers", "primary"), inventory.controllers.primary, "controller")
+        if inventory.controllers.backup is not None:
+            if inventory.controllers.backup == inventory.controllers.primary:
+                self.fail(("controllers", "backup"), "the backup controller must differ from the primary")
+            require(("controllers", "backup"), inventory.controllers.backup, "controller")
+        accounting = inventory.accounting
+        if accounting.enabled:
+            if accounting.host is None:
+                self.fail(("accounting", "host"), "accounting is enabled: name the database host")
+            require(("accounting", "host"), accounting.host, "database")
+        for index, name in enumerate(inventory.login):
+            if inventory.login.index(name) != index:
+                self.fail(("login", index), f"login host '{name}' is listed twice")
+            require(("login", index), name, "login")
+        for node in nodes:
+            host = managed(node.host)
+            host.roles.add("compute")
+            host.slurmd_nodes.append(node)
+        for index, host in enumerate(inventory.hosts):
+            if host.name not in hosts:
+                self.fail(("hosts", index, "name"), f"host '{host.name}' has no role (controller, database, login, nodes)")
+        self.check_ports(hosts)
+        return hosts
+
+    def check_ports(self, hosts: dict[str, ManagedHost]) -> None:
+        inventory = self.inventory
+        for host in hosts.values():
+            users: dict[int, str] = {}
+            claims: list[tuple[int, str]] = []
+            if "controller" in host.roles:
+                claims.append((inventory.controllers.port, "slurmctld"))
+            if "database" in host.roles:
+                claims += [(inventory.accounting.port, "slurmdbd"), (MARIADB_PORT, "MariaDB")]
+            for node in host.slurmd_nodes:
+                claims.append((node.port or inventory.slurm.slurmd_port, f"slurmd of {node.name}"))
+            for port, user in claims:
+                if port in users:
+                    location: Location = ("node_groups",) if user.startswith("slurmd") else ("controllers", "port")
+                    self.fail(location, f"port {port} on host '{host.name}' is used by both {users[port]} and {user}")
+                else:
+                    users[port] = user
+            devices = Counter(device for node in host.slurmd_nodes for device in node.gpu_devices)
+            repeated = sorted(device for device, count in devices.items() if count > 1)
+            if repeated:
+                self.fail(("node_groups",), f"device {repeated[0]} on host '{host.name}' belongs to two nodes")
+
+    # -- partitions ----------------------------------------------------------------------------
+    def resolve_partitions(self, nodes: list[SlurmNode]) -> dict[str, list[str]]:
+        by_group: dict[str, list[str]] = defaultdict(list)
+        for node in nodes:
+            by_group[node.group.name].append(node.name)
+        known = {node.name for node in nodes}
+        result: dict[str, list[str]] = {}
+        used: set[str] = set()
+        defaults = [p.name for p in self.inventory.partitions if p.default]
+        if len(defaults) > 1:
+            self.fail(("partitions",), f"only one partition can be the default, not {', '.join(defaults)}")
+        for index, partition in enumerate(self.inventory.partitions):
+            where: Location = ("partitions", index)
+            if partition.name in result:
+                self.fail(where + ("name",), f"partition '{partition.name}' is declared twice")
+            members: list[str] = []
+            for item_index, item in enumerate(partition.nodes):
+                if item in by_group:
+                    members.extend(by_group[item])
+                    continue
+                expanded = self.expand(where + ("nodes", item_index), item)
+                missing = [name for name in expanded if name not in known]
+                if missing:
+                    self.fail(where + ("nodes", item_index), f"'{missing[0]}' is neither a node group nor a node")
+                members.extend(name for name in expanded if name in known)
+            for key in partition.options:
+                if key in MANAGED_PARTITION_KEYS:
+                    self.fail(where + ("options", key), f"set it with the field '{MANAGED_PARTITION_KEYS[key]}'")
+            result[partition.name] = list(dict.fromkeys(members))
+            used.update(members)
+        unplaced = [node.name for node in nodes if node.name not in used]
+        if unplaced:
+            self.fail(("partitions",), f"nodes in no partition: {hostlist.compress(unplaced)}")
+        return result
+
+    # -- topology ------------------------------------------------------------------------------
+    def check_topology(self, nodes: list[SlurmNode]) -> None:
+        topology = self.inventory.topology
+        if topology is None:
+            return
+        known = [node.name for node in nodes]
+        covered: Counter[str] = Counter()
+        if topology.plugin == "tree":
+            if topology.blocks or topology.block_sizes:
+                self.fail(("topology", "blocks"), "blocks belong to plugin: block")
+            if not topology.switches:
+                self.fail(("topology", "switches"), "a tree topology needs switches")
+            names = [switch.name for switch in topology.switches]
+            children: dict[str, list[str]] = {}
+            for index, switch in enumerate(topology.switches):
+                where: Location = ("topology", "switches", index)
+                if names.count(switch.name) > 1 and names.index(switch.name) != index:
+                    self.fail(where + ("name",), f"switch '{switch.name}' is declared twice")
+                if (switch.nodes is None) == (switch.switches is None):
+                    self.fail(where, "a switch has either nodes (leaf) or switches (parent), not both or neither")
+                    continue
+                if switch.nodes is not None:
+                    self.count_members(where + ("nodes",), switch.nodes, known, covered)
+                else:
+                    kids = self.expand(where + ("switches",), str(switch.switches))
+                    for kid in kids:
+                        if kid not in names:
+                            self.fail(where + ("switches",), f"switch '{kid}' is not declared")
+                    children[switch.name] = kids
+            self.check_cycles(children)
+        else:
+            if topology.switches:
+                self.fail(("topology", "switches"), "switches belong to plugin: tree")
+            if not topology.blocks:
+                self.fail(("topology", "blocks"), "a block topology needs blocks")
+            for index, block in enumerate(topology.blocks):
+                self.count_members(("topology", "blocks", index, "nodes"), block.nodes, known, covered)
+        missing = [name for name in known if covered[name] == 0]
+        twice = [name for name in known if covered[name] > 1]
+        if missing:
+            self.fail(("topology",), f"nodes on no switch/block: {hostlist.compress(missing)}")
+        if twice:
+            self.fail(("topology",), f"nodes on more than one switch/block: {hostlist.compress(twice)}")
+
+    def count_members(self, location: Location, expression: str, known: list[str], covered: Counter[str]) -> None:
+        known_set = set(known)
+        for name in self.expand(location, expression):
+            if name not in known_set:
+                self.fail(location, f"'{name}' is not a node")
+                return
+            covered[name] += 1
+
+    def check_cycles(self, children: dict[str, list[str]]) -> None:
+        state: dict[str, int] = {}
+
+        def visit(name: str, trail: list[str]) -> bool:
+            if state.get(name) == 1:
+                self.fail(("topology", "switches"), f"switch loop: {' -> '.join(trail + [name])}")
+                return False
+            if state.get(name) == 2:
+                return True
+            state[name] = 1
+            ok = all(visit(kid, trail + [name]) for kid in children.get(name, []))
+            state[name] = 2
+            return ok
+
+        for name in children:
+            if not visit(name, []):
+                return
+
+    def check_overrides(self) -> None:
+        for key in self.inventory.slurm.conf:
+            if key in MANAGED_SLURM_KEYS:
+                self.fail(("slurm", "conf", key), f"set by the inventory: use {MANAGED_SLURM_KEYS[key]}")
+        if "CgroupPlugin" in self.inventory.cgroup.overrides:
+            self.fail(("cgroup", "overrides", "CgroupPlugin"), "set by the inventory: use cgroup.version")
+
+
+def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "<inventory>") -> Cluster:
+    """Cross-check the inventory and expand it; raise InventoryError with every problem."""
+    checker = _Checker(inventory, source or SourceMap(None), file)
+    declared = checker.declared_hosts()
+    nodes = checker.resolve_nodes(declared)
+    hosts = checker.resolve_hosts(declared, nodes)
+    partitions = checker.resolve_partitions(nodes)
+    checker.check_topology(nodes)
+    checker.check_overrides()
+    if checker.problems:
+        raise InventoryError(checker.problems)
+    return Cluster(inventory, file, nodes, hosts, partitions)
+
+
+def load_cluster_text(text: str, file: str) -> Cluster:
+    data, source = parse_yaml(text, file)
+    inventory = validate_data(data, source, file)
+    return resolve(inventory, source, file)
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Read, validate and resolve an inventory file. Raises InventoryError."""
+    path = Path(path)
+    return load_cluster_text(read_inventory_text(path), str(path))

@@ -1,0 +1,43 @@
+"""Errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Location = tuple[str | int, ...]
+
+
+def format_location(location: Location) -> str:
+    """``('node_groups', 0, 'gpus')`` -> ``node_groups[0].gpus``."""
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(top level)"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+class InventoryError(Exception):
+    """An inventory that cannot be used; carries every problem found, in file order."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(problems, key=lambda problem: (problem.file, problem.line, problem.field))
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+class ClusterCliError(Exception):
+    """A failure the CLI reports as one clear message (exit code 1)."""

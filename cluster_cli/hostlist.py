@@ -1,0 +1,144 @@
+"""Slurm hostlist expressions: ``gpu[001-128]``, ``rack[1-2]-n[1-4]``, ``a1,b[2-3]``.
+
+Expansion follows Slurm's rules: a range is zero-padded to the width of its lower bound as
+written (``[001-128]`` gives ``001``..``128``, ``[9-10]`` gives ``9``, ``10``), several bracket
+groups in one name form a cartesian product, and a comma outside brackets separates names.
+Compression groups names on their last run of digits and emits them sorted, so the output is
+stable whatever order the names came in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+MAX_EXPANSION = 1_000_000
+
+
+class HostlistError(ValueError):
+    """A hostlist expression that cannot be parsed or is too large."""
+
+
+def _split_top_level(expression: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in expression:
+        if char == "[":
+            if depth:
+                raise HostlistError(f"nested '[' in {expression!r}")
+            depth = 1
+        elif char == "]":
+            if not depth:
+                raise HostlistError(f"unmatched ']' in {expression!r}")
+            depth = 0
+        if char == "," and not depth:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth:
+        raise HostlistError(f"unclosed '[' in {expression!r}")
+    parts.append("".join(current))
+    return parts
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def _expand_bracket(body: str, expression: str) -> list[str]:
+    values: list[str] = []
+    for item in body.split(","):
+        match = _RANGE.match(item.strip())
+        if not match:
+            raise HostlistError(f"bad range {item!r} in {expression!r}")
+        low_text, high_text = match.group(1), match.group(2)
+        low = int(low_text)
+        high = int(high_text) if high_text is not None else low
+        if high < low:
+            raise HostlistError(f"range {item!r} goes backwards in {expression!r}")
+        if high - low + 1 > MAX_EXPANSION:
+            raise HostlistError(f"range {item!r} in {expression!r} has more than {MAX_EXPANSION} names")
+        width = len(low_text)
+        values.extend(str(number).zfill(width) for number in range(low, high + 1))
+    return values
+
+
+_PIECE = re.compile(r"\[([^\]]*)\]")
+
+
+def _expand_name(pattern: str, expression: str) -> list[str]:
+    names = [""]
+    position = 0
+    for match in _PIECE.finditer(pattern):
+        literal = pattern[position : match.start()]
+        choices = _expand_bracket(match.group(1), expression)
+        if len(names) * len(choices) > MAX_EXPANSION:
+            raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
+        names = [name + literal + choice for name in names for choice in choices]
+        position = match.end()
+    tail = pattern[position:]
+    return [name + tail for name in names]
+
+
+def expand(expression: str) -> list[str]:
+    """Expand a hostlist expression into names, in the order written."""
+    if not isinstance(expression, str):
+        raise HostlistError(f"a hostlist must be a string, not {type(expression).__name__}")
+    expression = expression.strip()
+    if not expression:
+        raise HostlistError("empty hostlist")
+    names: list[str] = []
+    for part in _split_top_level(expression):
+        part = part.strip()
+        if not part:
+            raise HostlistError(f"empty name in {expression!r}")
+        if any(char.isspace() for char in part):
+            raise HostlistError(f"white space inside name {part!r}")
+        names.extend(_expand_name(part, expression))
+        if len(names) > MAX_EXPANSION:
+            raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
+    return names
+
+
+_LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def _format_run(first_digits: str, count: int) -> str:
+    width = len(first_digits)
+    start = int(first_digits)
+    if count == 1:
+        return first_digits
+    return f"{first_digits}-{str(start + count - 1).zfill(width)}"
+
+
+def compress(names: Iterable[str]) -> str:
+    """Compress names into the shortest sorted hostlist expression this grouping allows."""
+    numbered: dict[tuple[str, str], list[str]] = defaultdict(list)
+    plain: set[str] = set()
+    for name in names:
+        match = _LAST_NUMBER.match(name)
+        if match is None:
+            plain.add(name)
+        else:
+            numbered[(match.group(1), match.group(3))].append(match.group(2))
+    pieces: list[tuple[str, str, int, str]] = [(name, "", -1, name) for name in plain]
+    for (prefix, suffix), digit_strings in numbered.items():
+        unique = sorted(set(digit_strings), key=lambda digits: (int(digits), len(digits)))
+        runs: list[tuple[str, int]] = []
+        for digits in unique:
+            if runs:
+                first, count = runs[-1]
+                width = len(first)
+                if int(digits) == int(first) + count and str(int(digits)).zfill(width) == digits:
+                    runs[-1] = (first, count + 1)
+                    continue
+            runs.append((digits, 1))
+        if len(runs) == 1 and runs[0][1] == 1:
+            text = f"{prefix}{runs[0][0]}{suffix}"
+        else:
+            text = f"{prefix}[{','.join(_format_run(first, count) for first, count in runs)}]{suffix}"
+        pieces.append((prefix, suffix, int(unique[0]), text))
+    pieces.sort(key=lambda piece: (piece[0], piece[1], piece[2]))
+    return ",".join(piece[3] for piece in pieces)

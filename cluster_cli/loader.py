@@ -1,0 +1,176 @@
+"""Load an inventory file into the typed model, with errors that name file, line and field.
+
+PyYAML's composed node tree keeps the line of every key and value; it is kept beside the data
+so that a validation error at ``node_groups[1].gpus.count`` points at the line it came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from cluster_cli.errors import InventoryError, Location, Problem, format_location
+from cluster_cli.model import CLUSTER_NAME_PATTERN, NAME_PATTERN, Inventory
+
+MAX_INVENTORY_BYTES = 10 * 1024 * 1024
+PATTERN_MESSAGES = {
+    NAME_PATTERN: "must be a name of letters, digits, '.', '_' or '-', starting and ending with a letter or digit",
+    CLUSTER_NAME_PATTERN: "must be 1-40 lowercase letters, digits, '-' or '_', starting with a letter",
+}
+
+
+class SourceMap:
+    """Lines of the keys and values of a composed YAML document."""
+
+    def __init__(self, root: yaml.Node | None):
+        self.root = root
+
+    def line_of(self, location: Iterable[str | int]) -> int:
+        """Line of the deepest node on the path; the key's line for a mapping entry."""
+        node = self.root
+        if node is None:
+            return 1
+        line = node.start_mark.line + 1
+        for part in location:
+            if isinstance(node, yaml.MappingNode):
+                for key_node, value_node in node.value:
+                    if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
+                        line = key_node.start_mark.line + 1
+                        node = value_node
+                        break
+                else:
+                    return line
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                return line
+        return line
+
+
+def _duplicate_keys(node: yaml.Node | None, path: Location = ()) -> list[tuple[Location, int, str]]:
+    found: list[tuple[Location, int, str]] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in seen:
+                found.append((path + (key,), key_node.start_mark.line + 1, key))
+            seen.add(key)
+            found.extend(_duplicate_keys(value_node, path + (key,)))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found.extend(_duplicate_keys(item, path + (index,)))
+    return found
+
+
+def _unwrap(annotation: Any) -> Any:
+    """The model class inside Optional[...], list[...], dict[str, ...] and Annotated[...]."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        elif origin in (list, dict):
+            annotation = typing.get_args(annotation)[-1]
+        else:
+            return annotation
+
+
+def _model_at(location: Location) -> type[BaseModel] | None:
+    model: Any = Inventory
+    for part in location:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(str(part))
+        if field is None:
+            # dict keys (e.g. thresholds.h100) stand between a field and its value model
+            continue
+        model = _unwrap(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _message(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    location = tuple(error["loc"])
+    if kind == "extra_forbidden":
+        owner = _model_at(location[:-1])
+        known = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(location[-1]), known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        allowed = f"; known fields: {', '.join(known)}" if known else ""
+        return f"unknown field{hint}{allowed}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "string_pattern_mismatch":
+        pattern = error.get("ctx", {}).get("pattern")
+        if pattern in PATTERN_MESSAGES:
+            return PATTERN_MESSAGES[pattern]
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return message
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else 1
+        reason = error.problem or error.context or "not valid YAML"
+        raise InventoryError([Problem(file, line, "(yaml)", f"invalid YAML: {reason}")]) from None
+    except yaml.YAMLError as error:
+        raise InventoryError([Problem(file, 1, "(yaml)", f"invalid YAML: {error}")]) from None
+    duplicates = _duplicate_keys(root)
+    if duplicates:
+        raise InventoryError(
+            [
+                Problem(file, line, format_location(path), f"duplicate key '{key}' (the first would be lost)")
+                for path, line, key in duplicates
+            ]
+        )
+    return data, SourceMap(root)
+
+
+def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
+    """Turn parsed YAML into the typed model; every schema problem is reported at once."""
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise InventoryError([Problem(file, 1, "(top level)", f"an inventory is a mapping of fields, not {kind}")])
+    try:
+        return Inventory.model_validate(data)
+    except ValidationError as error:
+        problems = [
+            Problem(file, source.line_of(item["loc"]), format_location(tuple(item["loc"])), _message(item))
+            for item in error.errors()
+        ]
+        raise InventoryError(problems) from None
+
+
+def read_inventory_text(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_INVENTORY_BYTES:
+            raise InventoryError([Problem(str(path), 1, "(file)", f"larger than {MAX_INVENTORY_BYTES} bytes")])
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InventoryError([Problem(str(path), 1, "(file)", "not UTF-8 text")]) from None
+    except OSError as error:
+        raise InventoryError([Problem(str(path), 1, "(file)", f"cannot read: {error.strerror}")]) from None

@@ -1,0 +1,298 @@
+"""The typed inventory: one YAML file describes the whole cluster.
+
+Every class forbids unknown keys so that a typo is an error, never a silently ignored setting.
+Field descriptions are the inventory reference: docs/inventory.md is generated from them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from cluster_cli import hostlist
+
+NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+SLURM_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _check_hostlist(value: str) -> str:
+    try:
+        hostlist.expand(value)
+    except hostlist.HostlistError as error:
+        raise ValueError(str(error)) from None
+    return value
+
+
+HostlistExpression = Annotated[str, Field(min_length=1), AfterValidator(_check_hostlist)]
+
+
+def _check_overrides(value: dict[str, Any]) -> dict[str, Any]:
+    for key, item in value.items():
+        if not SLURM_KEY_PATTERN.match(str(key)):
+            raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
+        if isinstance(item, (dict, list)):
+            raise ValueError(f"{key}: value must be a scalar (string, number, yes/no) or null to delete")
+    return value
+
+
+Overrides = Annotated[dict[str, Any], AfterValidator(_check_overrides)]
+
+
+class SshSettings(StrictModel):
+    """How Ansible reaches hosts over SSH."""
+
+    user: str = Field("root", description="SSH login user (needs root or passwordless sudo).")
+    port: Port = Field(22, description="SSH port.")
+    private_key: str | None = Field(None, description="Private key file on the control node.")
+    common_args: str | None = Field(
+        None, description="Extra ssh arguments, e.g. a ProxyCommand to reach hosts behind a jump host."
+    )
+
+
+class Host(StrictModel):
+    """A machine Ansible manages. Compute nodes of multi-host groups need no entry here."""
+
+    name: Name = Field(description="Short hostname of the machine, as `hostname -s` prints it.")
+    address: str | None = Field(None, description="Address Ansible and Slurm use; defaults to the name.")
+    connection: Literal["ssh", "local"] = Field(
+        "ssh", description="`local` runs Ansible on this machine without SSH."
+    )
+    ssh: SshSettings | None = Field(None, description="Overrides the top-level `ssh` settings.")
+    python: str = Field("/usr/bin/python3", description="Python interpreter Ansible uses on the host.")
+
+
+class Controllers(StrictModel):
+    """The slurmctld hosts."""
+
+    primary: Name = Field(description="Host running the primary slurmctld.")
+    backup: Name | None = Field(None, description="Host running the backup slurmctld (HA).")
+    port: Port = Field(6817, description="SlurmctldPort.")
+
+
+class Accounting(StrictModel):
+    """slurmdbd and its MariaDB database."""
+
+    enabled: bool = Field(True, description="Run slurmdbd with MariaDB and record jobs for sacct.")
+    host: Name | None = Field(None, description="Host running slurmdbd and MariaDB (required when enabled).")
+    port: Port = Field(6819, description="DbdPort.")
+    database: Name = Field("slurm_acct_db", description="MariaDB database name (StorageLoc).")
+    database_user: Name = Field("slurm", description="MariaDB user slurmdbd connects as (StorageUser).")
+    account: Name = Field("default", description="Slurm account created for the cluster's users.")
+    users: list[Name] = Field(default_factory=list, description="Users registered under `account`.")
+
+
+class Gpus(StrictModel):
+    """GPUs of every node in a group."""
+
+    count: int = Field(ge=1, le=64, description="GPUs per node.")
+    type: Name | None = Field(None, description="GPU type, e.g. h100; becomes `Gres=gpu:TYPE:COUNT`.")
+    autodetect: Literal["off", "nvml"] = Field(
+        "off", description="`nvml` writes `AutoDetect=nvml` (needs Slurm built with NVML)."
+    )
+    devices: HostlistExpression | None = Field(
+        None,
+        description=(
+            "Device files as a hostlist, e.g. `/dev/nvidia[0-7]`, `count` per node; in single-host "
+            "groups the files of all the group's nodes, in node order. Required unless autodetect is nvml."
+        ),
+    )
+    fake: bool = Field(
+        False,
+        description=(
+            "Test only: create the device files as character devices (major 195, minor = index "
+            "in `devices`) on hosts without GPUs."
+        ),
+    )
+
+
+class NodeGroup(StrictModel):
+    """Compute nodes with the same hardware."""
+
+    name: Name = Field(description="Group name; partitions may refer to it.")
+    nodes: HostlistExpression = Field(description="Node names as a hostlist, e.g. `gpu[001-128]`.")
+    host: Name | None = Field(
+        None,
+        description=(
+            "Single-host mode: every node of the group is a slurmd instance (`slurmd -N NAME`) "
+            "on this one host. Without it every node is a host of its own."
+        ),
+    )
+    base_port: Port | None = Field(
+        None, description="Single-host mode: the first node listens on this port, the next on +1..."
+    )
+    addresses: HostlistExpression | None = Field(
+        None, description="Multi-host: addresses in node order, e.g. `10.1.0.[11-138]`; default the names."
+    )
+    sockets: int = Field(1, ge=1, le=64, description="Sockets per node.")
+    cores_per_socket: int = Field(ge=1, le=1024, description="Cores per socket.")
+    threads_per_core: int = Field(1, ge=1, le=8, description="Hardware threads per core.")
+    cpus: int | None = Field(
+        None, ge=1, description="CPUs Slurm schedules; default sockets x cores x threads."
+    )
+    real_memory_mb: int = Field(
+        ge=1, description="RealMemory in MiB: a little under physical (~0.95x) so nodes do not drain."
+    )
+    gpus: Gpus | None = Field(None, description="GPUs per node; omit for CPU-only nodes.")
+    features: list[Name] = Field(default_factory=list, description="Node features (constraints).")
+    weight: int | None = Field(None, ge=0, description="Scheduling weight; lower is used first.")
+
+
+class Partition(StrictModel):
+    """A Slurm partition."""
+
+    name: Name
+    nodes: list[str] = Field(min_length=1, description="Group names and/or hostlists of nodes.")
+    default: bool = Field(False, description="The default partition (exactly one).")
+    max_time: str = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
+    default_time: str | None = Field(None, description="DefaultTime.")
+    oversubscribe: Literal["NO", "YES", "EXCLUSIVE", "FORCE"] | None = Field(
+        None, description="OverSubscribe."
+    )
+    qos: Name | None = Field(None, description="QOS attached to the partition.")
+    options: Overrides = Field(default_factory=dict, description="Any other partition keys.")
+
+
+class Switch(StrictModel):
+    """A switch of a tree topology: either a leaf (`nodes`) or a parent (`switches`)."""
+
+    name: Name
+    nodes: HostlistExpression | None = Field(None, description="Nodes on this leaf switch.")
+    switches: HostlistExpression | None = Field(None, description="Child switches, as a hostlist.")
+    link_speed: int | None = Field(None, ge=1, description="LinkSpeed (relative).")
+
+
+class Block(StrictModel):
+    """A block of topology/block."""
+
+    name: Name
+    nodes: HostlistExpression
+
+
+class Topology(StrictModel):
+    """The fabric, written to topology.conf so jobs pack onto the fewest switches."""
+
+    plugin: Literal["tree", "block"] = Field(description="topology/tree or topology/block.")
+    switches: list[Switch] = Field(default_factory=list, description="Tree: leaf and spine switches.")
+    blocks: list[Block] = Field(default_factory=list, description="Block: the blocks.")
+    block_sizes: list[int] | None = Field(None, description="Block: BlockSizes.")
+
+
+class Cgroup(StrictModel):
+    """cgroup.conf."""
+
+    version: Literal["auto", "v1", "v2"] = Field(
+        "auto", description="`auto` lets slurmd detect the hierarchy (`CgroupPlugin=autodetect`)."
+    )
+    overrides: Overrides = Field(
+        default_factory=dict, description="cgroup.conf keys over the defaults; null deletes a default."
+    )
+
+
+class SlurmPaths(StrictModel):
+    """Where Slurm keeps its files on every host."""
+
+    conf_dir: str = "/etc/slurm"
+    state_dir: str = "/var/lib/slurm/slurmctld"
+    spool_dir: str = "/var/lib/slurm/slurmd"
+    log_dir: str = "/var/log/slurm"
+    run_dir: str = "/run/slurm"
+
+
+class Slurm(StrictModel):
+    """Slurm itself."""
+
+    version: str | None = Field(None, description="Pin the distribution package version (e.g. `22.05.8-4+deb12u3`).")
+    user: Name = Field("slurm", description="SlurmUser.")
+    uid: int = Field(64030, ge=1, le=2**31 - 1, description="UID of SlurmUser, identical on every host.")
+    gid: int = Field(64030, ge=1, le=2**31 - 1, description="GID of SlurmUser's group.")
+    slurmd_port: Port = Field(6818, description="SlurmdPort of multi-host nodes.")
+    paths: SlurmPaths = Field(default_factory=SlurmPaths)
+    conf: Overrides = Field(
+        default_factory=dict,
+        description="slurm.conf keys over the expert defaults; null deletes a default key.",
+    )
+
+
+class Munge(StrictModel):
+    """MUNGE authentication."""
+
+    uid: int = Field(64031, ge=1, le=2**31 - 1, description="UID of the munge user, identical on every host.")
+    gid: int = Field(64031, ge=1, le=2**31 - 1, description="GID of the munge group.")
+
+
+class Nccl(StrictModel):
+    """NCCL settings for training jobs, written to /etc/nccl.conf."""
+
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="NCCL variables, e.g. NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL.",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _nccl_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.match(r"^NCCL_[A-Z0-9_]+$", key):
+                raise ValueError(f"{key!r} is not an NCCL variable (NCCL_...)")
+        return value
+
+
+class GpuThreshold(StrictModel):
+    """Pass/fail floors for one GPU type."""
+
+    allreduce_busbw_gbps: float | None = Field(None, gt=0, description="All-reduce bus bandwidth floor, GB/s.")
+    matmul_bf16_tflops: float | None = Field(None, gt=0, description="bf16 dense matmul floor, TFLOP/s.")
+    memcpy_tbps: float | None = Field(None, gt=0, description="Device memory copy floor, TB/s.")
+
+
+class Training(StrictModel):
+    """The Python/PyTorch training environment and the smoke jobs."""
+
+    python: str = Field("python3", description="Interpreter the virtual environment is made from.")
+    torch_version: str = Field("2.13.0", description="Pinned torch version.")
+    venv_path: str = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
+    work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")
+    test_user: Name = Field("smoke", description="Unprivileged user the smoke jobs run as.")
+    thresholds: dict[str, GpuThreshold] = Field(
+        default_factory=dict, description="Per GPU type floors that override the built-in ones."
+    )
+
+
+class Secrets(StrictModel):
+    """Where generated secrets (munge key, database password) are kept on the control node."""
+
+    dir: str | None = Field(
+        None, description="Directory (0700); default `~/.local/state/cluster-cli/CLUSTER/secrets`."
+    )
+
+
+class Inventory(StrictModel):
+    """A Slurm GPU cluster."""
+
+    cluster_name: Annotated[str, Field(pattern=CLUSTER_NAME_PATTERN)] = Field(
+        description="ClusterName: lowercase letters, digits, - and _."
+    )
+    ssh: SshSettings = Field(default_factory=SshSettings, description="Default SSH settings.")
+    hosts: list[Host] = Field(default_factory=list, description="Controllers, database, login, single-host machines.")
+    controllers: Controllers
+    accounting: Accounting = Field(default_factory=Accounting)
+    login: list[Name] = Field(default_factory=list, description="Login hosts.")
+    node_groups: list[NodeGroup] = Field(min_length=1)
+    partitions: list[Partition] = Field(min_length=1)
+    topology: Topology | None = None
+    cgroup: Cgroup = Field(default_factory=Cgroup)
+    slurm: Slurm = Field(default_factory=Slurm)
+    munge: Munge = Field(default_factory=Munge)
+    nccl: Nccl = Field(default_factory=Nccl)
+    training: Training = Field(default_factory=Training)
+    secrets: Secrets = Field(default_factory=Secrets)
