@@ -1,0 +1,152 @@
+"""Command line: python -m testbed {up,down,status,exec,mirror}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from .core import DEFAULT_CACHE_DIR, DEFAULT_SUBNET, Testbed, TestbedConfig
+from .mirror import DEFAULT_MIRROR_PACKAGES, build_mirror, default_mirror_dir
+from .proc import TestbedError
+from .rootfs import COPY_MODES, RELEASES
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", default="tb", help="test bed name (default tb)")
+    p.add_argument("--run-dir", type=Path, help="state dir (default /var/lib/cluster-testbed/NAME)")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
+                   help=f"base rootfs and mirror cache (default {DEFAULT_CACHE_DIR})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m testbed",
+                                 description="Debian systemd hosts in nspawn for multi-host tests")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    up = sub.add_parser("up", help="create and boot the hosts")
+    _common(up)
+    g = up.add_mutually_exclusive_group()
+    g.add_argument("--hosts", help="comma-separated host names (default host1..hostN)")
+    g.add_argument("--count", type=int, default=2, help="number of hosts when --hosts is absent")
+    up.add_argument("--release", choices=RELEASES, default="bookworm")
+    up.add_argument("--subnet", default=DEFAULT_SUBNET)
+    up.add_argument("--copy-mode", choices=COPY_MODES, default="overlay")
+    up.add_argument("--mirror", help="apt repository dir bound at /mirror; 'auto' = the cached "
+                    "mirror of the release if built; 'none' = no mirror (default auto)",
+                    default="auto")
+    up.add_argument("--bind-ro", action="append", default=[], metavar="SRC:DST",
+                    help="extra read-only bind mount into every host")
+    up.add_argument("--json", action="store_true", help="print the state as JSON")
+
+    down = sub.add_parser("down", help="stop the hosts and remove everything up made")
+    _common(down)
+    down.add_argument("--purge", action="store_true", help="delete the cache dir as well")
+
+    st = sub.add_parser("status", help="show hosts, systemd state and files")
+    _common(st)
+    st.add_argument("--json", action="store_true")
+
+    ex = sub.add_parser("exec", help="run a command inside a host (nsenter, not ssh)")
+    _common(ex)
+    ex.add_argument("host")
+    ex.add_argument("--ssh", action="store_true", help="go through ssh instead of nsenter")
+    ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+
+    mi = sub.add_parser("mirror", help="build a local apt repository for the hosts")
+    mi.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
+    mi.add_argument("--release", choices=RELEASES, default="bookworm")
+    mi.add_argument("--packages", nargs="+", default=list(DEFAULT_MIRROR_PACKAGES))
+    mi.add_argument("--out", type=Path, help="default CACHE/mirror/RELEASE")
+    mi.add_argument("--wheel", type=Path, action="append", default=[],
+                    help="a wheel file to put in the wheelhouse (repeatable)")
+    mi.add_argument("--pip", action="append", default=[], metavar="REQ",
+                    help="a requirement to pip download (binary, hosts' python) into the wheelhouse")
+    mi.add_argument("--find-links", type=Path, action="append", default=[])
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="testbed: %(message)s")
+    try:
+        return _dispatch(args)
+    except TestbedError as exc:
+        print(f"testbed: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.cmd == "mirror":
+        out = args.out or default_mirror_dir(args.cache_dir, args.release)
+        r = build_mirror(out, args.release, args.packages, args.cache_dir, args.wheel,
+                         args.pip, args.find_links)
+        print(f"mirror {r.path}: {r.debs} packages, {r.wheels} wheels, {r.seconds:.1f}s")
+        return 0
+
+    tb = Testbed.for_name(args.name, args.run_dir)
+    if args.cmd == "up":
+        hosts = ([h.strip() for h in args.hosts.split(",") if h.strip()] if args.hosts
+                 else [f"host{i + 1}" for i in range(args.count)])
+        mirror: Path | None
+        if args.mirror == "none":
+            mirror = None
+        elif args.mirror == "auto":
+            cand = default_mirror_dir(args.cache_dir, args.release)
+            mirror = cand if (cand / "Packages").exists() else None
+        else:
+            mirror = Path(args.mirror)
+        binds = []
+        for spec in args.bind_ro:
+            src, _, dst = spec.partition(":")
+            binds.append((Path(src).resolve(), dst or src))
+        cfg = TestbedConfig(hosts=hosts, name=args.name, release=args.release,
+                            subnet=args.subnet, cache_dir=args.cache_dir, run_dir=args.run_dir,
+                            mirror=mirror, copy_mode=args.copy_mode, binds_ro=binds)
+        state = tb.up(cfg)
+        if args.json:
+            print(json.dumps(state, indent=2))
+        else:
+            _print_status(tb.status())
+        return 0
+    if args.cmd == "down":
+        for line in tb.down(purge=args.purge, cache_dir=args.cache_dir):
+            print(line)
+        return 0
+    if args.cmd == "status":
+        st = tb.status()
+        if args.json:
+            print(json.dumps(st, indent=2))
+        else:
+            _print_status(st)
+        return 0 if st["hosts"] else 3
+    if args.cmd == "exec":
+        cmd = list(args.command)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if not cmd:
+            raise TestbedError("no command given (exec HOST -- CMD ...)")
+        argv = tb.ssh_host(args.host).argv(cmd) if args.ssh else tb.exec_argv(args.host, cmd)
+        # output goes straight to our terminal; the host command's status is ours
+        return subprocess.run(argv, check=False).returncode  # noqa: S603 - argv list
+    raise TestbedError(f"unknown command {args.cmd}")
+
+
+def _print_status(st: dict) -> None:  # type: ignore[type-arg]
+    if not st["hosts"]:
+        print(f"no test bed in {st['run_dir']}")
+        return
+    print(f"test bed {st['name']} ({st['release']}) in {st['run_dir']}")
+    for h in st["hosts"]:
+        print(f"  {h['name']:<12} {h['address']:<15} {h['systemd']:<10} netns {h['netns']}")
+    if "ssh_config" in st:
+        print(f"ssh:       ssh -F {st['ssh_config']} <host>")
+        print(f"inventory: {st['inventory']}")
+    t = st.get("timings") or {}
+    if t:
+        print("timings:   " + ", ".join(f"{k}={v}" for k, v in t.items()))

@@ -1,0 +1,392 @@
+"""The test bed: up, down, status, exec — state recorded in the run dir."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import cgroups
+from . import host as hostmod
+from . import network as net
+from . import rootfs as rfs
+from . import ssh as sshmod
+from .proc import TestbedError, Timer, run, same_process
+
+log = logging.getLogger("testbed")
+
+DEFAULT_CACHE_DIR = Path(os.environ.get("CLUSTER_TESTBED_CACHE", "/var/cache/cluster-testbed"))
+DEFAULT_RUN_ROOT = Path(os.environ.get("CLUSTER_TESTBED_RUNS", "/var/lib/cluster-testbed"))
+DEFAULT_SUBNET = "10.213.47.0/24"
+STATE_VERSION = 1
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,20}$")
+HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+@dataclass
+class TestbedConfig:
+    """What ``up`` builds. Everything has a default except the host names."""
+
+    __test__ = False
+
+    hosts: list[str]
+    name: str = "tb"
+    release: str = "bookworm"
+    subnet: str = DEFAULT_SUBNET
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    run_dir: Path | None = None  # default DEFAULT_RUN_ROOT/<name>
+    mirror: Path | None = None  # an apt repository dir (see testbed.mirror), bound at /mirror
+    copy_mode: str = "overlay"  # or "copy"
+    base_packages: list[str] = field(default_factory=lambda: list(rfs.BASE_PACKAGES))
+    binds_ro: list[tuple[Path, str]] = field(default_factory=list)  # extra read-only binds
+    debian_mirror: str = rfs.DEFAULT_DEBIAN_MIRROR
+    boot_timeout: float = 120.0
+
+    def resolved_run_dir(self) -> Path:
+        return self.run_dir if self.run_dir is not None else DEFAULT_RUN_ROOT / self.name
+
+    def validate(self) -> None:
+        if not NAME_RE.match(self.name):
+            raise TestbedError(f"bad test bed name {self.name!r} (want {NAME_RE.pattern})")
+        if not self.hosts:
+            raise TestbedError("no hosts given")
+        for h in self.hosts:
+            if not HOST_RE.match(h):
+                raise TestbedError(f"bad host name {h!r} (want {HOST_RE.pattern})")
+        if len(set(self.hosts)) != len(self.hosts):
+            raise TestbedError("duplicate host names")
+        if self.release not in rfs.RELEASES:
+            raise TestbedError(f"release must be one of {rfs.RELEASES}")
+        if self.copy_mode not in rfs.COPY_MODES:
+            raise TestbedError(f"copy mode must be one of {rfs.COPY_MODES}")
+        if self.mirror is not None and not (self.mirror / "Packages").exists():
+            raise TestbedError(f"{self.mirror} is not a test bed mirror (no Packages index)")
+
+
+def bridge_ns_name(name: str) -> str:
+    return f"cltb-{name}-br"
+
+
+def host_ns_name(name: str, host: str) -> str:
+    return f"cltb-{name}-{host}"
+
+
+def check_prerequisites() -> None:
+    if os.geteuid() != 0:
+        raise TestbedError("the test bed needs root (namespaces, mounts, nspawn)")
+    missing = [t for t in ("systemd-nspawn", "debootstrap", "ip", "nsenter", "mount")
+               if shutil.which(t) is None]
+    if missing:
+        raise TestbedError(
+            "missing: " + ", ".join(missing)
+            + " (apt-get install systemd-container debootstrap iproute2 util-linux)"
+        )
+    sshmod.check_client_tools()
+
+
+class Testbed:
+    """A set of systemd hosts under one run dir. Create with ``Testbed(run_dir)``."""
+
+    __test__ = False
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.state_file = run_dir / "state.json"
+        self.state: dict[str, Any] = {}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+
+    # ------------------------------------------------------------ helpers
+    @classmethod
+    def for_name(cls, name: str = "tb", run_dir: Path | None = None) -> Testbed:
+        return cls(run_dir if run_dir is not None else DEFAULT_RUN_ROOT / name)
+
+    def _save(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2, default=str) + "\n")
+        tmp.replace(self.state_file)
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / ".lock", "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise TestbedError(f"{self.run_dir} is in use by another testbed command") from exc
+            yield
+
+    @property
+    def hosts(self) -> list[dict[str, Any]]:
+        return list(self.state.get("hosts", []))
+
+    def host(self, name: str) -> dict[str, Any]:
+        for h in self.hosts:
+            if h["name"] == name:
+                return h
+        raise TestbedError(f"no host {name!r} in {self.run_dir} (hosts: "
+                           + ", ".join(h["name"] for h in self.hosts) + ")")
+
+    @staticmethod
+    def _running(h: dict[str, Any]) -> hostmod.Running | None:
+        r = h.get("running")
+        return hostmod.Running(**r) if r else None
+
+    def is_alive(self, name: str) -> bool:
+        r = self._running(self.host(name))
+        return r is not None and same_process(r.leader_pid, r.leader_start)
+
+    # ------------------------------------------------------------ up
+    def up(self, cfg: TestbedConfig) -> dict[str, Any]:
+        """Create and boot every host; return the state (with timings)."""
+        cfg.validate()
+        check_prerequisites()
+        with self._lock():
+            if any(self._running(h) and same_process(self._running(h).leader_pid,  # type: ignore[union-attr]
+                                                     self._running(h).leader_start)  # type: ignore[union-attr]
+                   for h in self.hosts):
+                raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
+            if self.state:
+                self._down_locked(purge=False)  # leftovers of a crashed run
+            return self._up_locked(cfg)
+
+    def _up_locked(self, cfg: TestbedConfig) -> dict[str, Any]:
+        total = Timer().__enter__()
+        run_dir = self.run_dir
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        bridge_ns = bridge_ns_name(cfg.name)
+        bridge_addr, addrs, prefixlen = net.host_addresses(cfg.subnet, len(cfg.hosts))
+        self.state = {
+            "version": STATE_VERSION,
+            "name": cfg.name,
+            "release": cfg.release,
+            "subnet": cfg.subnet,
+            "bridge_ns": bridge_ns,
+            "bridge_address": bridge_addr,
+            "copy_mode": cfg.copy_mode,
+            "mirror": str(cfg.mirror) if cfg.mirror else None,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "hosts": [
+                {
+                    "name": h,
+                    "index": i,
+                    "address": addrs[i],
+                    "mac": net.fixed_mac(cfg.name, h),
+                    "netns": host_ns_name(cfg.name, h),
+                    "machine": host_ns_name(cfg.name, h),
+                    "cgroups": [str(c) for c in cgroups.host_cgroups(cfg.name, h)],
+                    "dir": str(run_dir / "hosts" / h),
+                    "root": str(run_dir / "hosts" / h / "rootfs"),
+                    "console_log": str(run_dir / "logs" / f"{h}.console.log"),
+                    "running": None,
+                }
+                for i, h in enumerate(cfg.hosts)
+            ],
+            "timings": {},
+        }
+        self._save()
+        timings: dict[str, Any] = self.state["timings"]
+
+        with Timer() as t:
+            base = rfs.build_base(cfg.cache_dir, cfg.release, cfg.base_packages,
+                                  cfg.debian_mirror)
+        self.state["base"] = str(base.path)
+        timings["base_seconds"] = round(t.seconds, 2)
+        timings["base_from_cache"] = base.build_seconds is None
+
+        with Timer() as t:
+            key = run_dir / "id_ed25519"
+            for old in (key, Path(str(key) + ".pub")):
+                if old.exists():
+                    old.unlink()  # a new key pair for every run
+            pub = sshmod.generate_keypair(key, f"testbed-{cfg.name}")
+        timings["keygen_seconds"] = round(t.seconds, 2)
+
+        with Timer() as t:
+            net.setup_bridge(bridge_ns, bridge_addr, prefixlen)
+            for h in self.state["hosts"]:
+                net.setup_host_link(bridge_ns, h["netns"], h["index"], h["mac"],
+                                    h["address"], prefixlen)
+        timings["network_seconds"] = round(t.seconds, 2)
+        self._save()
+
+        etc_hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        etc_hosts += "".join(f"{h['address']}\t{h['name']}\n" for h in self.state["hosts"])
+        host_pubs: list[tuple[str, str, str]] = []
+        copy_times = []
+        for h in self.state["hosts"]:
+            hdir = Path(h["dir"])
+            with Timer() as t:
+                root = rfs.make_host_root(base.path, hdir, cfg.copy_mode)
+            copy_times.append(round(t.seconds, 2))
+            self._save()
+            host_pub = sshmod.generate_host_key(hdir / "hostkey", f"root@{h['name']}")
+            hostmod.configure_root(root, hostmod.HostFiles(
+                name=h["name"], address=h["address"], etc_hosts=etc_hosts,
+                authorized_key=pub, host_key_dir=hdir / "hostkey",
+                mirror=cfg.mirror is not None))
+            if cfg.mirror is not None:
+                (root / "mirror").mkdir(exist_ok=True)
+            host_pubs.append((h["name"], h["address"], host_pub))
+        timings["host_root_seconds"] = copy_times
+
+        binds: list[tuple[Path, str]] = list(cfg.binds_ro)
+        if cfg.mirror is not None:
+            binds.append((cfg.mirror.resolve(), "/mirror"))
+        with Timer() as t:
+            for h in self.state["hosts"]:
+                r = hostmod.boot(h["machine"], h["name"], Path(h["root"]), h["netns"],
+                                 Path(h["console_log"]), binds,
+                                 [Path(c) for c in h["cgroups"]])
+                h["running"] = asdict(r)
+                self._save()
+            states = {}
+            for h in self.state["hosts"]:
+                r2 = self._running(h)
+                assert r2 is not None
+                states[h["name"]] = hostmod.wait_running(
+                    h["name"], r2, Path(h["console_log"]), cfg.boot_timeout)
+        timings["boot_to_running_seconds"] = round(t.seconds, 2)
+        self.state["boot_states"] = states
+
+        sshmod.write_client_files(run_dir, bridge_ns, key, host_pubs)
+        with Timer() as t:
+            for h in self.state["hosts"]:
+                self._wait_ssh(h["name"], timeout=60)
+        timings["ssh_ready_seconds"] = round(t.seconds, 2)
+        total.__exit__()
+        timings["up_total_seconds"] = round(total.seconds, 2)
+        self._save()
+        return self.state
+
+    def _wait_ssh(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            cp = run(self.ssh_host(name).argv(["true"]), check=False, timeout=30)
+            if cp.returncode == 0:
+                return
+            last = cp.stderr.strip()
+            time.sleep(0.3)
+        raise TestbedError(f"ssh to {name} not working after {timeout}s: {last}")
+
+    # ------------------------------------------------------------ access
+    def ssh_hosts(self) -> list[sshmod.SshHost]:
+        data = json.loads((self.run_dir / "hosts.json").read_text())
+        return [sshmod.SshHost(d["name"], d["address"], d["user"], d["port"], d["key"],
+                               d["common_args"]) for d in data]
+
+    def ssh_host(self, name: str) -> sshmod.SshHost:
+        for h in self.ssh_hosts():
+            if h.name == name:
+                return h
+        raise TestbedError(f"no host {name!r}")
+
+    def exec_argv(self, name: str, argv: list[str]) -> list[str]:
+        """argv that runs ``argv`` inside host ``name`` (all its namespaces)."""
+        h = self.host(name)
+        r = self._running(h)
+        if r is None or not same_process(r.leader_pid, r.leader_start):
+            raise TestbedError(f"host {name} is not running")
+        return hostmod.nsenter_argv(r.leader_pid, argv)
+
+    def exec(self, name: str, argv: list[str], check: bool = True,
+             timeout: float | None = 600) -> Any:
+        return run(self.exec_argv(name, argv), check=check, timeout=timeout)
+
+    def ssh(self, name: str, argv: list[str], check: bool = True,
+            timeout: float | None = 600) -> Any:
+        return run(self.ssh_host(name).argv(argv), check=check, timeout=timeout)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run_dir": str(self.run_dir),
+            "name": self.state.get("name"),
+            "release": self.state.get("release"),
+            "bridge_ns": self.state.get("bridge_ns"),
+            "hosts": [],
+        }
+        for h in self.hosts:
+            r = self._running(h)
+            alive = r is not None and same_process(r.leader_pid, r.leader_start)
+            state = hostmod.system_state(r.leader_pid) if alive and r else "stopped"
+            out["hosts"].append({
+                "name": h["name"], "address": h["address"], "mac": h["mac"],
+                "netns": h["netns"], "leader_pid": r.leader_pid if alive and r else None,
+                "systemd": state,
+            })
+        if (self.run_dir / "ssh_config").exists():
+            out["ssh_config"] = str(self.run_dir / "ssh_config")
+            out["inventory"] = str(self.run_dir / "inventory.yml")
+        out["timings"] = self.state.get("timings", {})
+        return out
+
+    # ------------------------------------------------------------ down
+    def down(self, purge: bool = False, cache_dir: Path | None = None) -> list[str]:
+        """Stop every host and remove what ``up`` made. Safe to repeat.
+
+        Returns a list of what was done. With ``purge`` the cache dir
+        (base rootfs and mirrors) goes too.
+        """
+        with self._lock():
+            done = self._down_locked(purge=False)
+        if purge:
+            target = cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR
+            if target.exists():
+                rfs.safe_rmtree(target)
+                done.append(f"purged cache {target}")
+        return done
+
+    def _down_locked(self, purge: bool) -> list[str]:
+        done: list[str] = []
+        st = self.state
+        name = st.get("name")
+        for h in self.hosts:
+            r = self._running(h)
+            if r is not None:
+                if same_process(r.leader_pid, r.leader_start) or same_process(
+                        r.nspawn_pid, r.nspawn_start):
+                    hostmod.stop(h["name"], r)
+                    done.append(f"stopped {h['name']}")
+                h["running"] = None
+                self._save()
+        for h in self.hosts:
+            if Path(h["dir"]).exists():
+                rfs.remove_host_root(Path(h["dir"]))
+                done.append(f"removed {h['dir']}")
+            if net.netns_exists(h["netns"]):
+                net.del_netns(h["netns"])
+                done.append(f"deleted netns {h['netns']}")
+            cg = [Path(c) for c in h.get("cgroups", [])]
+            if any(c.exists() for c in cg):
+                left = cgroups.remove(cg)
+                if left:
+                    raise TestbedError(f"cgroups still busy: {left}")
+                done.append(f"removed cgroups of {h['name']}")
+        if name:
+            br = st.get("bridge_ns") or bridge_ns_name(name)
+            if net.netns_exists(br):
+                net.del_netns(br)
+                done.append(f"deleted netns {br}")
+        hosts_dir = self.run_dir / "hosts"
+        if hosts_dir.exists():
+            rfs.safe_rmtree(hosts_dir)
+        for f in ("id_ed25519", "id_ed25519.pub", "known_hosts", "ssh_config",
+                  "inventory.yml", "hosts.json"):
+            p = self.run_dir / f
+            if p.exists():
+                p.unlink()
+        if self.state_file.exists():
+            self.state_file.unlink()
+        self.state = {}
+        return done

@@ -1,0 +1,287 @@
+"""One test host: rootfs configuration, boot under systemd-nspawn, stop."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cgroups
+from .network import netns_path
+from .proc import (
+    TestbedError,
+    descendants,
+    ns_pids,
+    proc_starttime,
+    reap,
+    run,
+    same_process,
+)
+
+log = logging.getLogger("testbed")
+
+CGROUP_UNIT_NAME = "testbed-cgroup-rw.service"
+
+# nspawn mounts the cgroup v1 controller hierarchies read-only inside the
+# container; slurmd (proctrack/task cgroup) must create cgroups in them.
+# Ordered before sysinit.target so it runs before every ordinary service
+# (slurmd@*.service included), whatever their names.
+CGROUP_UNIT = """\
+[Unit]
+Description=Remount cgroup v1 controllers read-write (test bed)
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target shutdown.target
+Conflicts=shutdown.target
+ConditionVirtualization=container
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'while read -r _dev mp fstype opts _rest; do \
+[ "$fstype" = cgroup ] || continue; \
+case ",$opts," in *,ro,*) mount -o remount,bind,rw "$mp" ;; esac; \
+done < /proc/self/mounts'
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+SSHD_CONFIG = """\
+# written by the test bed
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+
+@dataclass
+class HostFiles:
+    """What configure_root writes into a host's rootfs."""
+
+    name: str
+    address: str
+    etc_hosts: str
+    authorized_key: str
+    host_key_dir: Path  # holds ssh_host_ed25519_key(.pub) made on the control node
+    mirror: bool  # sources.list points at the bind-mounted /mirror
+
+
+def configure_root(root: Path, files: HostFiles) -> None:
+    """Make ``root`` into host ``files.name``. Idempotent."""
+    etc = root / "etc"
+    (etc / "hostname").write_text(files.name + "\n")
+    (etc / "hosts").write_text(files.etc_hosts)
+    (etc / "machine-id").write_text(uuid.uuid4().hex + "\n")
+    # no DNS: names come from /etc/hosts, there is no route out
+    resolv = etc / "resolv.conf"
+    if resolv.is_symlink() or resolv.exists():
+        resolv.unlink()
+    resolv.write_text("# test bed: no DNS, names are in /etc/hosts\n")
+    (etc / "fstab").write_text("# test bed: nothing to mount\n")
+
+    # SSH: per-host key, root key login only
+    ssh = etc / "ssh"
+    for old in ssh.glob("ssh_host_*"):
+        old.unlink()
+    for suffix, mode in (("", 0o600), (".pub", 0o644)):
+        src = files.host_key_dir / f"ssh_host_ed25519_key{suffix}"
+        dst = ssh / f"ssh_host_ed25519_key{suffix}"
+        dst.write_bytes(src.read_bytes())
+        os.chmod(dst, mode)
+    (ssh / "sshd_config.d").mkdir(exist_ok=True)
+    (ssh / "sshd_config.d" / "testbed.conf").write_text(SSHD_CONFIG)
+    dot_ssh = root / "root/.ssh"
+    dot_ssh.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(dot_ssh, 0o700)
+    ak = dot_ssh / "authorized_keys"
+    ak.write_text(files.authorized_key.strip() + "\n")
+    os.chmod(ak, 0o600)
+
+    # apt: ONLY the local mirror (the host has no route out)
+    apt = etc / "apt"
+    for f in (apt / "sources.list.d").glob("*"):
+        f.unlink()
+    if files.mirror:
+        (apt / "sources.list").write_text(
+            "# test bed: local mirror, bind-mounted read-only\n"
+            "deb [trusted=yes] file:/mirror ./\n"
+        )
+    else:
+        (apt / "sources.list").write_text("# test bed: no mirror given\n")
+    (apt / "apt.conf.d").mkdir(exist_ok=True)
+    (apt / "apt.conf.d" / "90testbed").write_text(
+        'APT::Install-Recommends "false";\nAcquire::Languages "none";\n'
+    )
+
+    # cgroup controllers rw before any service starts
+    unit_dir = etc / "systemd/system"
+    (unit_dir / CGROUP_UNIT_NAME).write_text(CGROUP_UNIT)
+    wants = unit_dir / "sysinit.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    link = wants / CGROUP_UNIT_NAME
+    if not link.is_symlink():
+        link.symlink_to(f"/etc/systemd/system/{CGROUP_UNIT_NAME}")
+    # sshd must start at boot (the package enables it; make sure)
+    mu_wants = unit_dir / "multi-user.target.wants"
+    mu_wants.mkdir(parents=True, exist_ok=True)
+    ssh_link = mu_wants / "ssh.service"
+    if not ssh_link.is_symlink() and (root / "lib/systemd/system/ssh.service").exists():
+        ssh_link.symlink_to("/lib/systemd/system/ssh.service")
+    # units that only fail inside a container without devices/consoles
+    for unit in ("systemd-networkd-wait-online.service", "console-getty.service"):
+        masked = unit_dir / unit
+        if not masked.exists() and not masked.is_symlink():
+            masked.symlink_to("/dev/null")
+
+
+# ---------------------------------------------------------------- boot
+
+@dataclass
+class Running:
+    nspawn_pid: int
+    nspawn_start: int
+    leader_pid: int
+    leader_start: int
+
+
+def nspawn_argv(
+    machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]]
+) -> list[str]:
+    argv = [
+        "systemd-nspawn",
+        "-D", str(root),
+        "-b",
+        f"--machine={machine}",
+        f"--hostname={hostname}",
+        "--register=no",
+        "--keep-unit",
+        f"--network-namespace-path={netns_path(netns)}",
+        "--capability=all",
+        "--console=read-only",
+        "--link-journal=no",
+        "--resolv-conf=off",
+        "--timezone=off",
+    ]
+    for src, dst in binds_ro:
+        argv.append(f"--bind-ro={src}:{dst}")
+    return argv
+
+
+def boot(
+    machine: str,
+    name: str,
+    root: Path,
+    netns: str,
+    console_log: Path,
+    binds_ro: list[tuple[Path, str]],
+    cgroup_dirs: list[Path],
+    timeout: float = 30.0,
+) -> Running:
+    """Start systemd-nspawn in its own session and cgroups, its console to
+    ``console_log``; return once the container's PID 1 exists."""
+    argv = nspawn_argv(machine, name, root, netns, binds_ro)
+    cgroups.create(cgroup_dirs)
+    with open(console_log, "ab") as out:
+        proc = subprocess.Popen(  # noqa: S603 - argv list
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # setsid: survives our exit, no controlling tty
+            close_fds=True,
+            preexec_fn=lambda: cgroups.attach_self(cgroup_dirs),  # noqa: PLW1509
+        )
+    deadline = time.monotonic() + timeout
+    nspawn_start = proc_starttime(proc.pid)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TestbedError(
+                f"systemd-nspawn for {name} exited with {proc.returncode}; "
+                f"console log {console_log}:\n{tail(console_log)}"
+            )
+        leader = find_leader(proc.pid)
+        if leader is not None:
+            start = proc_starttime(leader)
+            if start is not None and nspawn_start is not None:
+                return Running(proc.pid, nspawn_start, leader, start)
+        time.sleep(0.05)
+    raise TestbedError(f"no container PID 1 for {name} after {timeout}s")
+
+
+def find_leader(nspawn_pid: int) -> int | None:
+    """The container's init: the descendant of nspawn that is PID 1 in its pid namespace."""
+    for pid in descendants(nspawn_pid):
+        nsp = ns_pids(pid)
+        if len(nsp) >= 2 and nsp[-1] == 1:
+            return pid
+    return None
+
+
+def nsenter_argv(leader_pid: int, argv: list[str]) -> list[str]:
+    return ["nsenter", "-t", str(leader_pid), "-a", *argv]
+
+
+def system_state(leader_pid: int) -> str:
+    cp = run(nsenter_argv(leader_pid, ["systemctl", "is-system-running"]), check=False,
+             timeout=30)
+    return (cp.stdout.strip() or cp.stderr.strip() or "unknown").splitlines()[-1]
+
+
+def wait_running(name: str, r: Running, console_log: Path, timeout: float = 120.0) -> str:
+    deadline = time.monotonic() + timeout
+    state = "unknown"
+    while time.monotonic() < deadline:
+        if not same_process(r.leader_pid, r.leader_start):
+            raise TestbedError(f"{name}: container died during boot:\n{tail(console_log)}")
+        state = system_state(r.leader_pid)
+        if state in ("running", "degraded"):
+            return state
+        time.sleep(0.2)
+    raise TestbedError(
+        f"{name}: systemd still {state!r} after {timeout}s:\n{tail(console_log)}"
+    )
+
+
+def stop(name: str, r: Running, timeout: float = 30.0) -> None:
+    """Power the container off; kill it (by the recorded pids only) if it hangs."""
+    if same_process(r.leader_pid, r.leader_start):
+        run(nsenter_argv(r.leader_pid, ["systemctl", "poweroff", "--no-block"]),
+            check=False, timeout=30)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reap(r.nspawn_pid)
+        if not same_process(r.nspawn_pid, r.nspawn_start) and not same_process(
+            r.leader_pid, r.leader_start
+        ):
+            return
+        time.sleep(0.1)
+    log.warning("%s did not power off in %.0fs: killing it", name, timeout)
+    for pid, start in ((r.leader_pid, r.leader_start), (r.nspawn_pid, r.nspawn_start)):
+        if same_process(pid, start):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        reap(r.nspawn_pid)
+        if not same_process(r.nspawn_pid, r.nspawn_start):
+            return
+        time.sleep(0.1)
+    raise TestbedError(f"{name}: systemd-nspawn (pid {r.nspawn_pid}) would not die")
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        data = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no console log)"
+    return "\n".join(data[-lines:])
