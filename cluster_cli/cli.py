@@ -11,12 +11,18 @@ from pathlib import Path
 
 import click
 
+from rich.console import Console
+
 from cluster_cli import __version__
+from cluster_cli import deploy as deploy_steps
+from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult
 from cluster_cli.build import build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster, load_cluster
 from cluster_cli.errors import ClusterCliError, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
+from cluster_cli.progress import PlaybookProgress, node_table, summary_table
+from cluster_cli.status import collect_status
 
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
@@ -81,6 +87,106 @@ def render(inventory: Path, output: Path | None) -> None:
     for item in bundle.files:
         note = " (0600, holds a secret)" if item.secret else ""
         click.echo(f"wrote {bundle.directory / item.path}{note}")
+
+
+def _playbook_options(function):  # type: ignore[no-untyped-def]
+    options = [
+        click.option("--check", is_flag=True, help="Ansible check mode: report what would change."),
+        click.option("--diff", is_flag=True, help="Show file differences (secrets are never shown)."),
+        click.option("--limit", help="Only these hosts (Ansible --limit pattern)."),
+        click.option("--tags", help="Only these tags (preflight, install, configure, run, or a role name)."),
+        click.option("-v", "--verbose", count=True, help="More output; repeat for Ansible's -vv.."),
+        click.option(
+            "--build-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _run_playbook(
+    inventory: Path, playbook: str, title: str, build_dir: Path | None, options: PlaybookOptions,
+    verbose: int, extra_vars: dict[str, object] | None = None,
+) -> PlaybookResult:
+    cluster = _load(inventory)
+    console = Console(highlight=False)
+    try:
+        prepared = deploy_steps.prepare(cluster, inventory, build_dir)
+        console.print(f"{title} cluster '{cluster.name}' ({len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes)")
+        console.print(f"rendered configuration: {prepared.bundle.directory}")
+        progress = PlaybookProgress(console, verbose=verbose > 0)
+        extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
+        try:
+            result = deploy_steps.run(prepared, playbook, options, progress, extra_files)
+        finally:
+            progress.close()
+    except ClusterCliError as error:
+        _fail(str(error))
+    console.print(summary_table(result, f"{title}: {result.duration_s:.1f} s, {result.changed} changed"))
+    for failure in result.failures:
+        what = "unreachable" if failure.unreachable else "failed"
+        console.print(f"[red]{failure.host}: {what}: {failure.task}[/red]")
+        if failure.message:
+            console.print(failure.message, markup=False)
+        for path, text in deploy_steps.failure_log_tails(prepared, failure):
+            console.print(f"--- last lines of {path} on {failure.host}:", markup=False)
+            console.print(text, markup=False)
+    console.print(f"full log: {result.log_path}")
+    if not result.ok:
+        _fail(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
+    return result
+
+
+@main.command()
+@inventory_argument
+@_playbook_options
+def deploy(
+    inventory: Path, check: bool, diff: bool, limit: str | None, tags: str | None, verbose: int,
+    build_dir: Path | None,
+) -> None:
+    """Validate, render, and install and start the whole cluster with Ansible."""
+    options = PlaybookOptions(check=check, diff=diff, limit=limit, tags=tags, verbosity=max(verbose - 1, 0))
+    _run_playbook(inventory, "site.yml", "Deploy", build_dir, options, verbose)
+
+
+@main.command()
+@inventory_argument
+@click.option("--purge", is_flag=True, help="Also delete Slurm state, spool, logs and the accounting database.")
+@click.option("--limit", help="Only these hosts (Ansible --limit pattern).")
+@click.option("-v", "--verbose", count=True)
+def teardown(inventory: Path, purge: bool, limit: str | None, verbose: int) -> None:
+    """Stop every daemon of a (test) cluster; --purge also deletes its state."""
+    options = PlaybookOptions(limit=limit, verbosity=max(verbose - 1, 0))
+    _run_playbook(inventory, "teardown.yml", "Teardown", None, options, verbose, {"teardown_purge": purge})
+
+
+@main.command()
+@inventory_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(inventory: Path, as_json: bool) -> None:
+    """Controller, node states and accounting, as the cluster reports them (exit 1 if unhealthy)."""
+    cluster = _load(inventory)
+    try:
+        report = collect_status(cluster)
+    except ClusterCliError as error:
+        _fail(str(error))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        console = Console(highlight=False)
+        up = "[green]up[/green]" if report.controller_up else "[red]down[/red]"
+        console.print(f"cluster {report.cluster}: slurmctld on {report.controller_host} {up} {report.controller_message}")
+        if report.accounting_enabled:
+            acct = "[green]ok[/green]" if report.accounting_up else "[red]unavailable[/red]"
+            console.print(f"accounting: {acct} ({report.accounting_message})")
+        console.print(node_table(report))
+        verdict = "[green]healthy[/green]" if report.healthy else "[red]unhealthy[/red]"
+        console.print(f"cluster is {verdict}")
+    if not report.healthy:
+        raise SystemExit(EXIT_FAILURE)
 
 
 @main.command()

@@ -1,0 +1,85 @@
+"""Ansible callback plugin: one JSON object per line on the file descriptor cluster-cli passes.
+
+cluster-cli reads these events for live per-host progress and the closing summary, while
+Ansible's ordinary output goes to the deploy log. Results of `no_log` tasks arrive here already
+censored by Ansible; only short messages are forwarded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+name: cluster_cli_events
+type: notification
+short_description: JSON-lines task events for cluster-cli
+description: Writes task start/result events and the play recap to the file descriptor in CLUSTER_CLI_EVENTS_FD.
+requirements:
+  - CLUSTER_CLI_EVENTS_FD set in the environment
+"""
+
+MESSAGE_LIMIT = 2000
+
+
+def _message(result):
+    data = result._result  # noqa: SLF001 - the documented way callbacks read results
+    parts = []
+    for key in ("msg", "stderr", "stdout"):
+        value = data.get(key)
+        if value and isinstance(value, str):
+            parts.append(value.strip())
+    if not parts and data.get("results"):
+        parts = [str(item.get("msg", "")) for item in data["results"] if isinstance(item, dict) and item.get("failed")]
+    return "\n".join(parts)[-MESSAGE_LIMIT:]
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "cluster_cli_events"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        descriptor = os.environ.get("CLUSTER_CLI_EVENTS_FD")
+        self._stream = os.fdopen(int(descriptor), "w", buffering=1) if descriptor else None
+
+    def _emit(self, **event):
+        if self._stream is not None:
+            self._stream.write(json.dumps(event) + "\n")
+
+    def v2_playbook_on_play_start(self, play):
+        self._emit(event="play", name=play.get_name())
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._emit(event="task", name=task.get_name(), role=task._role.get_name() if task._role else None)  # noqa: SLF001
+
+    def v2_runner_on_ok(self, result):
+        self._emit(event="ok", host=result._host.get_name(), task=result.task_name, changed=bool(result._result.get("changed")))  # noqa: SLF001
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._emit(
+            event="failed",
+            host=result._host.get_name(),  # noqa: SLF001
+            task=result.task_name,
+            ignored=bool(ignore_errors),
+            message=_message(result),
+        )
+
+    def v2_runner_on_unreachable(self, result):
+        self._emit(event="unreachable", host=result._host.get_name(), task=result.task_name, message=_message(result))  # noqa: SLF001
+
+    def v2_runner_on_skipped(self, result):
+        self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)  # noqa: SLF001
+
+    def v2_playbook_on_stats(self, stats):
+        recap = {}
+        for host in sorted(stats.processed):
+            summary = stats.summarize(host)
+            recap[host] = {key: summary.get(key, 0) for key in ("ok", "changed", "failures", "unreachable", "skipped", "rescued", "ignored")}
+        self._emit(event="stats", hosts=recap)
+        if self._stream is not None:
+            self._stream.flush()

@@ -1,0 +1,189 @@
+"""Run ansible-playbook (argv list, never a shell) and follow its events.
+
+Ansible's own output goes to a log file; the cluster_cli_events callback streams JSON events
+over a pipe, from which this module keeps per-host counts and the failures, and calls a
+progress function so the CLI can show what happens live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.errors import ClusterCliError
+
+PLUGIN_DIR = Path(__file__).parent / "callback_plugins"
+
+
+def project_dir() -> Path:
+    """The directory holding playbooks/ and roles/ (the source checkout, or $CLUSTER_CLI_PROJECT_DIR)."""
+    configured = os.environ.get("CLUSTER_CLI_PROJECT_DIR")
+    candidates = [Path(configured)] if configured else []
+    candidates.append(Path(__file__).resolve().parents[2])
+    for candidate in candidates:
+        if (candidate / "playbooks" / "site.yml").is_file() and (candidate / "roles").is_dir():
+            return candidate
+    raise ClusterCliError(
+        "cannot find playbooks/site.yml and roles/: install cluster-cli from its source checkout "
+        "(pip install -e .) or set CLUSTER_CLI_PROJECT_DIR"
+    )
+
+
+@dataclass(frozen=True)
+class PlaybookOptions:
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    verbosity: int = 0
+
+
+@dataclass
+class TaskFailure:
+    host: str
+    task: str
+    role: str | None
+    message: str
+    unreachable: bool = False
+
+
+@dataclass
+class PlaybookResult:
+    returncode: int
+    duration_s: float
+    log_path: Path
+    recap: dict[str, dict[str, int]] = field(default_factory=dict)
+    failures: list[TaskFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.failures
+
+    @property
+    def changed(self) -> int:
+        return sum(host.get("changed", 0) for host in self.recap.values())
+
+
+def playbook_argv(
+    playbook: Path, inventory: Path, extra_var_files: Sequence[Path], options: PlaybookOptions
+) -> list[str]:
+    executable = shutil.which("ansible-playbook")
+    if executable is None:
+        raise ClusterCliError("ansible-playbook is not installed (pip install ansible-core)")
+    argv = [executable, "-i", str(inventory)]
+    for path in extra_var_files:
+        argv += ["-e", f"@{path}"]
+    if options.check:
+        argv.append("--check")
+    if options.diff:
+        argv.append("--diff")
+    if options.limit:
+        argv += ["--limit", options.limit]
+    if options.tags:
+        argv += ["--tags", options.tags]
+    if options.skip_tags:
+        argv += ["--skip-tags", options.skip_tags]
+    if options.verbosity:
+        argv.append("-" + "v" * min(options.verbosity, 4))
+    argv.append(str(playbook))
+    return argv
+
+
+def run_playbook(
+    playbook: Path,
+    inventory: Path,
+    extra_var_files: Sequence[Path],
+    log_path: Path,
+    options: PlaybookOptions = PlaybookOptions(),
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> PlaybookResult:
+    """Run a playbook to completion; Ansible's output is written to ``log_path`` (0600)."""
+    project = project_dir()
+    argv = playbook_argv(playbook, inventory, extra_var_files, options)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    read_end, write_end = os.pipe()
+    environment = dict(os.environ)
+    environment.update(
+        {
+            "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
+            "ANSIBLE_CALLBACK_PLUGINS": str(PLUGIN_DIR),
+            "ANSIBLE_CALLBACKS_ENABLED": "cluster_cli_events",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1",
+            "CLUSTER_CLI_EVENTS_FD": str(write_end),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    result = PlaybookResult(returncode=-1, duration_s=0.0, log_path=log_path)
+    current_role: dict[str, str | None] = {}
+    started = time.monotonic()
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        try:
+            process = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                argv,
+                cwd=project,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_end,),
+            )
+        finally:
+            os.close(write_end)
+        with os.fdopen(read_end, "r", encoding="utf-8") as events:
+            for line in events:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                _record(result, event, current_role)
+                if on_event is not None:
+                    on_event(event)
+        result.returncode = process.wait()
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+def _record(result: PlaybookResult, event: dict[str, Any], current_role: dict[str, str | None]) -> None:
+    kind = event.get("event")
+    if kind == "task":
+        current_role["role"] = event.get("role")
+    elif kind == "failed" and not event.get("ignored"):
+        result.failures.append(
+            TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""))
+        )
+    elif kind == "unreachable":
+        result.failures.append(
+            TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""), True)
+        )
+    elif kind == "stats":
+        result.recap = event.get("hosts", {})
+
+
+def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float = 60) -> tuple[int, str]:
+    """Run one command on one inventory host through Ansible (command module, no shell)."""
+    executable = shutil.which("ansible")
+    if executable is None:
+        raise ClusterCliError("ansible is not installed (pip install ansible-core)")
+    project = project_dir()
+    command = [executable, host, "-i", str(inventory), "-m", "ansible.builtin.command"]
+    command += ["-a", json.dumps({"argv": list(argv)})]
+    environment = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    try:
+        completed = subprocess.run(  # noqa: S603 - argv list, no shell
+            command, cwd=project, env=environment, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout_s:.0f} s"
+    return completed.returncode, completed.stdout + completed.stderr

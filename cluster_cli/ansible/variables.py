@@ -1,0 +1,66 @@
+"""Role variables derived from the model: the only place the inventory meets the roles.
+
+Every name here is declared in a role's meta/argument_specs.yml (a unit test checks it), so
+the model and the roles cannot drift apart silently. Secrets go to a separate 0600 file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.cluster import Cluster
+from cluster_cli.secrets_store import ClusterSecrets
+
+
+def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
+    inventory = cluster.inventory
+    slurm = inventory.slurm
+    paths = slurm.paths
+    accounting = inventory.accounting
+    training = inventory.training
+    config_src = str(build_dir / "slurm")
+    variables: dict[str, Any] = {
+        "cluster_name": cluster.name,
+        # common
+        "common_slurm_user": slurm.user,
+        "common_slurm_group": slurm.user,
+        "common_slurm_uid": slurm.uid,
+        "common_slurm_gid": slurm.gid,
+        "common_munge_uid": inventory.munge.uid,
+        "common_munge_gid": inventory.munge.gid,
+        "common_log_dir": paths.log_dir,
+        "common_run_dir": paths.run_dir,
+        # munge
+        "munge_key_src": str(secrets.munge_key_path),
+        # slurm_common
+        "slurm_common_config_src": config_src,
+        "slurm_common_conf_dir": paths.conf_dir,
+        "slurm_common_version": slurm.version or "",
+        # slurmdbd
+        "slurmdbd_config_src": config_src,
+        "slurmdbd_port": accounting.port,
+        "slurmdbd_storage_loc": accounting.database,
+        "slurmdbd_storage_user": accounting.database_user,
+        "slurmdbd_cluster_name": cluster.name,
+        "slurmdbd_accounts": [accounting.account],
+        "slurmdbd_users": [{"name": user, "account": accounting.account} for user in accounting.users],
+        # slurmctld
+        "slurmctld_port": inventory.controllers.port,
+        "slurmctld_state_dir": paths.state_dir,
+        # slurmd
+        "slurmd_spool_dir": paths.spool_dir,
+        # training_env
+        "training_env_venv_path": training.venv_path,
+        "training_env_python": training.python,
+        "training_env_torch_version": training.torch_version,
+        "training_env_work_dir": training.work_dir,
+        "training_env_test_user": training.test_user,
+    }
+    return variables
+
+
+def secret_variables(cluster: Cluster, secrets: ClusterSecrets) -> dict[str, Any]:
+    if not cluster.inventory.accounting.enabled:
+        return {}
+    return {"slurmdbd_storage_pass": secrets.db_password()}

@@ -1,0 +1,79 @@
+"""Live per-host progress of a playbook run, and its closing summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from cluster_cli.ansible.runner import PlaybookResult
+from cluster_cli.status import ClusterStatus
+
+
+class PlaybookProgress:
+    """Prints the current task, and every change or failure as it happens, per host."""
+
+    def __init__(self, console: Console, verbose: bool = False):
+        self.console = console
+        self.verbose = verbose
+        self.task = ""
+        self.status = console.status("starting ansible-playbook") if console.is_terminal else None
+        if self.status is not None:
+            self.status.start()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "play":
+            self._print(f"[bold]PLAY[/bold] {event.get('name', '')}")
+        elif kind == "task":
+            self.task = str(event.get("name", ""))
+            if self.status is not None:
+                self.status.update(f"{self.task}")
+            elif self.verbose:
+                self._print(f"  task: {self.task}")
+        elif kind == "ok" and (event.get("changed") or self.verbose):
+            state = "[yellow]changed[/yellow]" if event.get("changed") else "[green]ok[/green]"
+            self._print(f"  {event['host']}: {state}: {event['task']}")
+        elif kind in ("failed", "unreachable"):
+            if event.get("ignored"):
+                return
+            self._print(f"  {event['host']}: [red]{kind.upper()}[/red]: {event['task']}")
+            message = str(event.get("message", "")).strip()
+            if message:
+                for line in message.splitlines()[-8:]:
+                    self.console.print(f"      {line}", markup=False, highlight=False)
+
+    def _print(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
+def summary_table(result: PlaybookResult, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(column, justify="left" if column == "host" else "right")
+    for host, counts in sorted(result.recap.items()):
+        table.add_row(
+            host,
+            str(counts.get("ok", 0)),
+            str(counts.get("changed", 0)),
+            str(counts.get("failures", 0)),
+            str(counts.get("unreachable", 0)),
+            str(counts.get("skipped", 0)),
+        )
+    return table
+
+
+def node_table(report: ClusterStatus) -> Table:
+    table = Table(title_justify="left")
+    for column in ("node", "state", "gres", "reason"):
+        table.add_column(column)
+    for node in report.nodes:
+        table.add_row(node.name, node.state, node.gres, node.reason)
+    for name in report.missing_nodes:
+        table.add_row(name, "[red]not in sinfo[/red]", "", "")
+    return table

@@ -1,0 +1,98 @@
+"""cluster-cli status: controller, nodes and accounting, asked of the cluster itself."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cluster_cli.ansible.runner import run_ad_hoc
+from cluster_cli.cluster import Cluster
+from cluster_cli.render.ansible_inventory import render_ansible_inventory
+
+HEALTHY_NODE_STATES = {"idle", "allocated", "mixed", "completing"}
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    state: str
+    reason: str
+    gres: str
+
+
+@dataclass
+class ClusterStatus:
+    cluster: str
+    controller_host: str
+    controller_up: bool
+    controller_message: str
+    nodes: list[NodeStatus] = field(default_factory=list)
+    missing_nodes: list[str] = field(default_factory=list)
+    accounting_enabled: bool = False
+    accounting_up: bool | None = None
+    accounting_message: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        nodes_ok = all(node.state in HEALTHY_NODE_STATES for node in self.nodes) and not self.missing_nodes
+        accounting_ok = self.accounting_up is not False
+        return self.controller_up and nodes_ok and accounting_ok
+
+    def to_json(self) -> dict[str, object]:
+        document = asdict(self)
+        document["healthy"] = self.healthy
+        return document
+
+
+class HostCommand:
+    """Runs a command on a cluster host: directly when it is this machine, else through Ansible."""
+
+    def __init__(self, cluster: Cluster, workdir: Path):
+        self.cluster = cluster
+        self.inventory_file = workdir / "inventory.yml"
+        self.inventory_file.write_text(render_ansible_inventory(cluster), encoding="utf-8")
+
+    def run(self, host: str, argv: list[str], timeout_s: float = 30) -> tuple[int, str]:
+        managed = self.cluster.hosts[host]
+        if managed.connection == "local":
+            try:
+                completed = subprocess.run(  # noqa: S603 - argv list, no shell
+                    argv, capture_output=True, text=True, timeout=timeout_s, check=False
+                )
+            except FileNotFoundError:
+                return 127, f"{argv[0]}: not installed"
+            except subprocess.TimeoutExpired:
+                return 124, f"timed out after {timeout_s:.0f} s"
+            return completed.returncode, (completed.stdout + completed.stderr).strip()
+        code, output = run_ad_hoc(self.inventory_file, host, argv, timeout_s)
+        body = output.split("\n", 1)[1] if "\n" in output else output
+        return code, body.strip()
+
+
+def collect_status(cluster: Cluster) -> ClusterStatus:
+    controller = cluster.inventory.controllers.primary
+    with tempfile.TemporaryDirectory(prefix="cluster-cli-status-") as workdir:
+        runner = HostCommand(cluster, Path(workdir))
+        code, output = runner.run(controller, ["scontrol", "ping"])
+        status = ClusterStatus(cluster.name, controller, code == 0 and "UP" in output, output.splitlines()[0] if output else "")
+        code, output = runner.run(controller, ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E|%G"])
+        seen: dict[str, NodeStatus] = {}
+        if code == 0:
+            for line in output.splitlines():
+                parts = line.split("|")
+                if len(parts) == 4:
+                    node = NodeStatus(parts[0], parts[1].rstrip("*~#!%$@^-").lower(), parts[2], parts[3])
+                    seen.setdefault(node.name, node)
+        status.nodes = list(seen.values())
+        status.missing_nodes = [node.name for node in cluster.nodes if node.name not in seen]
+        accounting = cluster.inventory.accounting
+        status.accounting_enabled = accounting.enabled
+        if accounting.enabled:
+            code, output = runner.run(controller, ["sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=Cluster"])
+            status.accounting_up = code == 0 and cluster.name in output.split()
+            status.accounting_message = (
+                f"cluster '{cluster.name}' registered" if status.accounting_up else (output.splitlines() or ["no answer"])[-1]
+            )
+    return status
