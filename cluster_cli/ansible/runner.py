@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,13 +73,21 @@ class PlaybookResult:
         return sum(host.get("changed", 0) for host in self.recap.values())
 
 
+def ansible_tool(name: str) -> str:
+    """An Ansible executable: beside this Python first (an unactivated venv), then on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise ClusterCliError(f"{name} is not installed (pip install ansible-core)")
+    return found
+
+
 def playbook_argv(
     playbook: Path, inventory: Path, extra_var_files: Sequence[Path], options: PlaybookOptions
 ) -> list[str]:
-    executable = shutil.which("ansible-playbook")
-    if executable is None:
-        raise ClusterCliError("ansible-playbook is not installed (pip install ansible-core)")
-    argv = [executable, "-i", str(inventory)]
+    argv = [ansible_tool("ansible-playbook"), "-i", str(inventory)]
     for path in extra_var_files:
         argv += ["-e", f"@{path}"]
     if options.check:
@@ -173,11 +182,8 @@ def _record(result: PlaybookResult, event: dict[str, Any], current_role: dict[st
 
 def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float = 60) -> tuple[int, str]:
     """Run one command on one inventory host through Ansible (command module, no shell)."""
-    executable = shutil.which("ansible")
-    if executable is None:
-        raise ClusterCliError("ansible is not installed (pip install ansible-core)")
     project = project_dir()
-    command = [executable, host, "-i", str(inventory), "-m", "ansible.builtin.command"]
+    command = [ansible_tool("ansible"), host, "-i", str(inventory), "-m", "ansible.builtin.command"]
     command += ["-a", json.dumps({"argv": list(argv)})]
     environment = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     try:

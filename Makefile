@@ -1,0 +1,27 @@
+# The two commands of the README:
+#   make cluster   deploy the default single-host cluster and run its smoke jobs
+#   make test      run the whole test suite (what CI runs)
+PY := .venv/bin/python
+INVENTORY ?= inventories/local/inventory.yaml
+
+.PHONY: setup cluster test unit lint teardown
+
+setup:
+	bash scripts/setup.sh
+
+cluster: setup
+	$(PY) -m cluster_cli deploy $(INVENTORY)
+	$(PY) -m cluster_cli status $(INVENTORY)
+
+test: setup
+	bash scripts/test.sh
+
+unit: setup
+	$(PY) -m pytest tests/unit -q
+
+lint: setup
+	.venv/bin/yamllint -s .
+	.venv/bin/ansible-lint --profile production
+
+teardown: setup
+	$(PY) -m cluster_cli teardown $(INVENTORY)
