@@ -1,0 +1,114 @@
+"""The local cluster, deployed for real: daemons, jobs, GPU binding, accounting, idempotence."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from deployed import DeployedCluster
+
+pytestmark = pytest.mark.deploy
+
+
+def run(argv: list[str], timeout: float = 60) -> str:
+    completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    assert completed.returncode == 0, f"{argv} failed: {completed.stdout}\n{completed.stderr}"
+    return completed.stdout
+
+
+def secrets_of(cluster: DeployedCluster) -> tuple[bytes, str]:
+    directory = cluster.state_home / "cluster-cli" / "local" / "secrets"
+    return (directory / "munge.key").read_bytes(), (directory / "slurmdbd_password").read_text().strip()
+
+
+def test_three_nodes_idle_without_drain_reason(deployed_cluster: DeployedCluster) -> None:
+    table = run(["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"]).splitlines()
+    states = {line.split("|")[0]: line.split("|")[1:] for line in table}
+    assert set(states) == {"node1", "node2", "node3"}, table
+    for node, (state, reason) in states.items():
+        assert state == "idle", f"{node} is {state} ({reason})"
+        assert reason == "none", f"{node} has a reason: {reason}"
+
+
+def test_srun_runs_on_every_node(deployed_cluster: DeployedCluster) -> None:
+    output = run(["srun", "-N3", "--ntasks-per-node=1", "bash", "-c", "echo $SLURMD_NODENAME"])
+    assert sorted(output.split()) == ["node1", "node2", "node3"]
+
+
+def test_gres_binds_exactly_one_fake_gpu(deployed_cluster: DeployedCluster) -> None:
+    output = run(["srun", "-N1", "--gres=gpu:1", "bash", "-c", "echo CVD=$CUDA_VISIBLE_DEVICES $SLURMD_NODENAME"])
+    match = re.search(r"CVD=(\S+) (node\d)", output)
+    assert match, output
+    assert match.group(1) == "0", f"one GPU per node, so the job sees index 0: {output}"
+    # over-asking is refused: each node has one GPU
+    refused = subprocess.run(
+        ["srun", "-N1", "--gres=gpu:2", "--immediate=5", "true"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0
+    assert "Requested node configuration is not available" in refused.stderr or "gres" in refused.stderr.lower()
+
+
+def test_job_recorded_in_sacct_with_gpu_tres(deployed_cluster: DeployedCluster) -> None:
+    job = run(["sbatch", "--parsable", "--gres=gpu:1", "--wrap", "sleep 1", "--job-name=acct-check"]).strip().split(";")[0]
+    deadline = time.monotonic() + 90
+    line = ""
+    while time.monotonic() < deadline:
+        line = run(["sacct", "-j", job, "-X", "--noheader", "--parsable2", "--format=JobID,State,AllocTRES"]).strip()
+        if "COMPLETED" in line and "gres/gpu" in line:
+            break
+        time.sleep(2)
+    assert "COMPLETED" in line and "gres/gpu=1" in line, f"job {job} in sacct: {line!r}"
+
+
+def test_status_reports_healthy_cluster(deployed_cluster: DeployedCluster) -> None:
+    completed = deployed_cluster.cli("status", str(deployed_cluster.inventory), "--json", timeout=120)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["healthy"] is True
+    assert report["controller_up"] is True
+    assert report["accounting_up"] is True
+    assert sorted(node["name"] for node in report["nodes"]) == ["node1", "node2", "node3"]
+
+
+def test_secrets_are_private_and_never_shown(deployed_cluster: DeployedCluster) -> None:
+    munge_key, password = secrets_of(deployed_cluster)
+    assert Path("/etc/munge/munge.key").read_bytes() == munge_key
+    assert oct(Path("/etc/munge/munge.key").stat().st_mode & 0o777) == "0o400"
+    assert oct(Path("/etc/munge").stat().st_mode & 0o777) == "0o700"
+    slurmdbd_conf = Path("/etc/slurm/slurmdbd.conf")
+    assert oct(slurmdbd_conf.stat().st_mode & 0o777) == "0o600"
+    assert password not in Path("/etc/slurm/slurm.conf").read_text()
+    output = deployed_cluster.first_run.stdout + deployed_cluster.first_run.stderr
+    assert password not in output
+    logs = list((deployed_cluster.state_home / "cluster-cli" / "local" / "logs").glob("site-*.log"))
+    assert logs, "the deploy wrote no log"
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert password not in text, f"{log} shows the database password"
+        assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_redeploy_changes_nothing(deployed_cluster: DeployedCluster) -> None:
+    started = time.monotonic()
+    again = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))
+    elapsed = time.monotonic() - started
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
+    assert re.search(r", 0 changed", again.stdout), again.stdout[-3000:]
+    print(f"no-op re-deploy took {elapsed:.1f} s")
+
+
+def test_check_diff_on_converged_cluster_reports_no_change_and_no_secret(deployed_cluster: DeployedCluster) -> None:
+    _, password = secrets_of(deployed_cluster)
+    completed = deployed_cluster.cli("deploy", str(deployed_cluster.inventory), "--check", "--diff")
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
+    assert re.search(r", 0 changed", completed.stdout), completed.stdout[-3000:]
+    assert password not in completed.stdout + completed.stderr
+    newest = max(
+        (deployed_cluster.state_home / "cluster-cli" / "local" / "logs").glob("site-*.log"), key=lambda p: p.stat().st_mtime
+    )
+    assert password not in newest.read_text(errors="replace")
