@@ -392,6 +392,14 @@ class _Checker:
             if not visit(name, []):
                 return
 
+    def check_build(self) -> None:
+        build = self.inventory.slurm.build
+        if self.inventory.slurm.install == "build" and build.source == "tarball":
+            if build.tarball_url is None:
+                self.fail(("slurm", "build", "tarball_url"), "source: tarball needs tarball_url")
+            if build.tarball_sha256 is None:
+                self.fail(("slurm", "build", "tarball_sha256"), "source: tarball needs tarball_sha256")
+
     def check_overrides(self) -> None:
         for key in self.inventory.slurm.conf:
             if key in MANAGED_SLURM_KEYS:
@@ -409,6 +417,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     partitions = checker.resolve_partitions(nodes)
     checker.check_topology(nodes)
     checker.check_overrides()
+    checker.check_build()
     if checker.problems:
         raise InventoryError(checker.problems)
     return Cluster(inventory, file, nodes, hosts, partitions)

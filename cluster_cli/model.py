@@ -208,9 +208,26 @@ class SlurmPaths(StrictModel):
     run_dir: str = "/run/slurm"
 
 
+class SlurmBuild(StrictModel):
+    """Build Slurm from source (for GPU autodetection: Debian's packages have no NVML plugin)."""
+
+    source: Literal["debian", "tarball"] = Field(
+        "debian", description="`debian`: the distribution's source package (same version as the packages)."
+    )
+    tarball_url: str | None = Field(None, description="`tarball`: URL of an official Slurm release tarball.")
+    tarball_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        None, description="`tarball`: its SHA-256, checked before building."
+    )
+    nvml: bool = Field(True, description="Build the gpu/nvml plugin (needs the NVML headers, non-free).")
+
+
 class Slurm(StrictModel):
     """Slurm itself."""
 
+    install: Literal["package", "build"] = Field(
+        "package", description="`package`: distribution packages; `build`: from source, see `build`."
+    )
+    build: SlurmBuild = Field(default_factory=SlurmBuild)
     version: str | None = Field(None, description="Pin the distribution package version (e.g. `22.05.8-4+deb12u3`).")
     user: Name = Field("slurm", description="SlurmUser.")
     uid: int = Field(64030, ge=1, le=2**31 - 1, description="UID of SlurmUser, identical on every host.")
