@@ -10,10 +10,10 @@ import yaml
 from cluster_cli.ansible.variables import cluster_variables, secret_variables
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
+from cluster_cli.paths import default_secrets_dir
 from cluster_cli.render import RenderedFile, render_configs, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.slurmdbd_conf import InvalidSecret
-from cluster_cli.paths import default_secrets_dir
 from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets
 
 

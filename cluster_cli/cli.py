@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import click
-
 from rich.console import Console
 
 from cluster_cli import __version__

@@ -259,9 +259,12 @@ class _Checker:
             host = managed(node.host)
             host.roles.add("compute")
             host.slurmd_nodes.append(node)
-        for index, host in enumerate(inventory.hosts):
-            if host.name not in hosts:
-                self.fail(("hosts", index, "name"), f"host '{host.name}' has no role (controller, database, login, nodes)")
+        for index, declared_host in enumerate(inventory.hosts):
+            if declared_host.name not in hosts:
+                self.fail(
+                    ("hosts", index, "name"),
+                    f"host '{declared_host.name}' has no role (controller, database, login, nodes)",
+                )
         self.check_ports(hosts)
         return hosts
 

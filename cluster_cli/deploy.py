@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import time
-
-import yaml
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure, project_dir, run_ad_hoc, run_playbook
+import yaml
+
+from cluster_cli.ansible.runner import (
+    PlaybookOptions,
+    PlaybookResult,
+    TaskFailure,
+    project_dir,
+    run_ad_hoc,
+    run_playbook,
+)
 from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.paths import cluster_state_dir, default_build_dir

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def _model_at(location: Location) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     location = tuple(error["loc"])
     if kind == "extra_forbidden":
@@ -121,8 +121,7 @@ def _message(error: dict[str, Any]) -> str:
             return PATTERN_MESSAGES[pattern]
     message = str(error["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
+        message = message.removeprefix(prefix)
     return message
 
 

@@ -41,7 +41,8 @@ def _check_overrides(value: dict[str, Any]) -> dict[str, Any]:
         if not SLURM_KEY_PATTERN.match(str(key)):
             raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
         if isinstance(item, (dict, list)):
-            raise ValueError(f"{key}: value must be a scalar (string, number, yes/no) or null to delete")
+            # pydantic turns ValueError (not TypeError) into a validation error with a location
+            raise ValueError(f"{key}: value must be a scalar (string, number, yes/no) or null to delete")  # noqa: TRY004
     return value
 
 

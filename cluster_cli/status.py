@@ -58,7 +58,7 @@ class HostCommand:
         managed = self.cluster.hosts[host]
         if managed.connection == "local":
             try:
-                completed = subprocess.run(  # noqa: S603 - argv list, no shell
+                completed = subprocess.run(
                     argv, capture_output=True, text=True, timeout=timeout_s, check=False
                 )
             except FileNotFoundError:

@@ -139,7 +139,7 @@ def run_playbook(
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         try:
-            process = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            process = subprocess.Popen(
                 argv,
                 cwd=project,
                 env=environment,
@@ -187,7 +187,7 @@ def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float
     command += ["-a", json.dumps({"argv": list(argv)})]
     environment = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     try:
-        completed = subprocess.run(  # noqa: S603 - argv list, no shell
+        completed = subprocess.run(
             command, cwd=project, env=environment, capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ MESSAGE_LIMIT = 2000
 
 
 def _message(result):
-    data = result._result  # noqa: SLF001 - the documented way callbacks read results
+    data = result._result
     parts = []
     for key in ("msg", "stderr", "stdout"):
         value = data.get(key)
@@ -55,25 +55,25 @@ class CallbackModule(CallbackBase):
         self._emit(event="play", name=play.get_name())
 
     def v2_playbook_on_task_start(self, task, is_conditional):
-        self._emit(event="task", name=task.get_name(), role=task._role.get_name() if task._role else None)  # noqa: SLF001
+        self._emit(event="task", name=task.get_name(), role=task._role.get_name() if task._role else None)
 
     def v2_runner_on_ok(self, result):
-        self._emit(event="ok", host=result._host.get_name(), task=result.task_name, changed=bool(result._result.get("changed")))  # noqa: SLF001
+        self._emit(event="ok", host=result._host.get_name(), task=result.task_name, changed=bool(result._result.get("changed")))
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._emit(
             event="failed",
-            host=result._host.get_name(),  # noqa: SLF001
+            host=result._host.get_name(),
             task=result.task_name,
             ignored=bool(ignore_errors),
             message=_message(result),
         )
 
     def v2_runner_on_unreachable(self, result):
-        self._emit(event="unreachable", host=result._host.get_name(), task=result.task_name, message=_message(result))  # noqa: SLF001
+        self._emit(event="unreachable", host=result._host.get_name(), task=result.task_name, message=_message(result))
 
     def v2_runner_on_skipped(self, result):
-        self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)  # noqa: SLF001
+        self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)
 
     def v2_playbook_on_stats(self, stats):
         recap = {}
