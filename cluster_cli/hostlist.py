@@ -60,6 +60,9 @@ def _expand_bracket(body: str, expression: str) -> list[str]:
             raise HostlistError(f"range {item!r} goes backwards in {expression!r}")
         if high - low + 1 > MAX_EXPANSION:
             raise HostlistError(f"range {item!r} in {expression!r} has more than {MAX_EXPANSION} names")
+        if len(values) + high - low + 1 > MAX_EXPANSION:
+            # counted before the names are built: `[1-999999,1-999999,...]` must not fill memory
+            raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
         width = len(low_text)
         values.extend(str(number).zfill(width) for number in range(low, high + 1))
     return values
