@@ -55,7 +55,15 @@ class SourceMap:
         return line
 
 
-def _duplicate_keys(node: yaml.Node | None, path: Location = ()) -> list[tuple[Location, int, str]]:
+def _duplicate_keys(
+    node: yaml.Node | None, path: Location = (), visited: set[int] | None = None
+) -> list[tuple[Location, int, str]]:
+    # An alias (*name) is the very node its anchor names: each node is checked once, or a
+    # ten-line "billion laughs" document of nested aliases takes hours.
+    visited = set() if visited is None else visited
+    if node is None or id(node) in visited:
+        return []
+    visited.add(id(node))
     found: list[tuple[Location, int, str]] = []
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
@@ -64,11 +72,29 @@ def _duplicate_keys(node: yaml.Node | None, path: Location = ()) -> list[tuple[L
             if key in seen:
                 found.append((path + (key,), key_node.start_mark.line + 1, key))
             seen.add(key)
-            found.extend(_duplicate_keys(value_node, path + (key,)))
+            found.extend(_duplicate_keys(value_node, path + (key,), visited))
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            found.extend(_duplicate_keys(item, path + (index,)))
+            found.extend(_duplicate_keys(item, path + (index,), visited))
     return found
+
+
+MAX_NESTING = 64
+_OPENING = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
+_CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def _check_nesting(text: str, file: str) -> None:
+    """Refuse absurdly deep nesting before PyYAML's recursive composer meets it (RecursionError)."""
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPENING):
+            depth += 1
+            if depth > MAX_NESTING:
+                line = token.start_mark.line + 1
+                raise InventoryError([Problem(file, line, "(yaml)", f"nested more than {MAX_NESTING} levels deep")])
+        elif isinstance(token, _CLOSING):
+            depth -= 1
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -128,6 +154,7 @@ def _message(error: Mapping[str, Any]) -> str:
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
     try:
+        _check_nesting(text, file)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as error:
