@@ -137,7 +137,7 @@ class _Checker:
                     self.fail(where + ("nodes",), f"node '{name}' is also in {format_location(seen[name])}")
                 seen[name] = where
             nodes.extend(self.resolve_group(where, group, names, declared))
-        for name in group_names & set(seen):
+        for name in sorted(group_names & set(seen)):
             self.fail(("node_groups",), f"'{name}' is both a node group and a node name")
         return nodes
 
@@ -270,18 +270,25 @@ class _Checker:
 
     def check_ports(self, hosts: dict[str, ManagedHost]) -> None:
         inventory = self.inventory
+        group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
         for host in hosts.values():
             users: dict[int, str] = {}
-            claims: list[tuple[int, str]] = []
+            # each claim names the field that sets its port; a clash is reported at the later claim
+            claims: list[tuple[int, str, Location]] = []
             if "controller" in host.roles:
-                claims.append((inventory.controllers.port, "slurmctld"))
+                claims.append((inventory.controllers.port, "slurmctld", ("controllers", "port")))
             if "database" in host.roles:
-                claims += [(inventory.accounting.port, "slurmdbd"), (MARIADB_PORT, "MariaDB")]
+                claims += [
+                    (inventory.accounting.port, "slurmdbd", ("accounting", "port")),
+                    (MARIADB_PORT, "MariaDB", ("accounting", "port")),
+                ]
             for node in host.slurmd_nodes:
-                claims.append((node.port or inventory.slurm.slurmd_port, f"slurmd of {node.name}"))
-            for port, user in claims:
+                where: Location = ("node_groups", group_index[id(node.group)])
+                if node.single_host:
+                    where += ("base_port",)
+                claims.append((node.port or inventory.slurm.slurmd_port, f"slurmd of {node.name}", where))
+            for port, user, location in claims:
                 if port in users:
-                    location: Location = ("node_groups",) if user.startswith("slurmd") else ("controllers", "port")
                     self.fail(location, f"port {port} on host '{host.name}' is used by both {users[port]} and {user}")
                 else:
                     users[port] = user
