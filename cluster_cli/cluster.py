@@ -93,6 +93,12 @@ class Cluster:
 _VALID_NAME = re.compile(NAME_PATTERN)
 
 
+def _lookup(table: dict[str, str], key: str) -> str | None:
+    """``table[key]`` compared without case, as Slurm compares configuration keys."""
+    lowered = key.lower()
+    return next((value for name, value in table.items() if name.lower() == lowered), None)
+
+
 class _Checker:
     def __init__(self, inventory: Inventory, source: SourceMap, file: str):
         self.inventory = inventory
@@ -323,8 +329,9 @@ class _Checker:
                     self.fail(where + ("nodes", item_index), f"'{missing[0]}' is neither a node group nor a node")
                 members.extend(name for name in expanded if name in known)
             for key in partition.options:
-                if key in MANAGED_PARTITION_KEYS:
-                    self.fail(where + ("options", key), f"set it with the field '{MANAGED_PARTITION_KEYS[key]}'")
+                managed_field = _lookup(MANAGED_PARTITION_KEYS, key)
+                if managed_field is not None:
+                    self.fail(where + ("options", key), f"set it with the field '{managed_field}'")
             result[partition.name] = list(dict.fromkeys(members))
             used.update(members)
         unplaced = [node.name for node in nodes if node.name not in used]
@@ -410,12 +417,26 @@ class _Checker:
             if build.tarball_sha256 is None:
                 self.fail(("slurm", "build", "tarball_sha256"), "source: tarball needs tarball_sha256")
 
+    def check_case_repeats(self, location: Location, settings: dict[str, object]) -> None:
+        first: dict[str, str] = {}
+        for key in settings:
+            if key.lower() in first:
+                self.fail(location + (key,), f"the same key as '{first[key.lower()]}': Slurm ignores case in keys")
+            first.setdefault(key.lower(), key)
+
     def check_overrides(self) -> None:
+        # Slurm reads its keys case-insensitively: `clustername` is ClusterName
+        self.check_case_repeats(("slurm", "conf"), self.inventory.slurm.conf)
+        self.check_case_repeats(("cgroup", "overrides"), self.inventory.cgroup.overrides)
+        for index, partition in enumerate(self.inventory.partitions):
+            self.check_case_repeats(("partitions", index, "options"), partition.options)
         for key in self.inventory.slurm.conf:
-            if key in MANAGED_SLURM_KEYS:
-                self.fail(("slurm", "conf", key), f"set by the inventory: use {MANAGED_SLURM_KEYS[key]}")
-        if "CgroupPlugin" in self.inventory.cgroup.overrides:
-            self.fail(("cgroup", "overrides", "CgroupPlugin"), "set by the inventory: use cgroup.version")
+            managed_field = _lookup(MANAGED_SLURM_KEYS, key)
+            if managed_field is not None:
+                self.fail(("slurm", "conf", key), f"set by the inventory: use {managed_field}")
+        for key in self.inventory.cgroup.overrides:
+            if key.lower() == "cgroupplugin":
+                self.fail(("cgroup", "overrides", key), "set by the inventory: use cgroup.version")
 
 
 def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "<inventory>") -> Cluster:

@@ -28,14 +28,19 @@ def format_value(value: Any, *, yes: str = "YES", no: str = "NO") -> str:
 
 
 def merge(defaults: Mapping[str, Any], *overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults combined with overrides, later wins; an override of None deletes the key."""
+    """Defaults combined with overrides, later wins; an override of None deletes the key.
+
+    Keys match without case, as Slurm reads them (``killwait: 10`` replaces ``KillWait``); a
+    replaced key keeps the spelling it had first.
+    """
     merged: dict[str, Any] = dict(defaults)
     for layer in overrides:
         for key, value in layer.items():
+            existing = next((name for name in merged if name.lower() == key.lower()), key)
             if value is DELETE:
-                merged.pop(key, None)
+                merged.pop(existing, None)
             else:
-                merged[key] = value
+                merged[existing] = value
     return merged
 
 

@@ -153,9 +153,8 @@ def partition_lines(cluster: Cluster) -> list[str]:
             settings.append(("OverSubscribe", partition.oversubscribe))
         if partition.qos:
             settings.append(("QOS", partition.qos))
-        options = dict(partition.options)
-        options.setdefault("State", "UP")
-        settings += [(key, options[key]) for key in sorted(options, key=str.lower) if options[key] is not None]
+        options = merge({"State": "UP"}, partition.options)
+        settings += [(key, options[key]) for key in sorted(options, key=str.lower)]
         body = " ".join(f"{key}={format_value(value)}" for key, value in settings)
         lines.append(f"PartitionName={partition.name} {body}")
     return lines
