@@ -11,6 +11,8 @@ def format_location(location: Location) -> str:
     """``('node_groups', 0, 'gpus')`` -> ``node_groups[0].gpus``."""
     text = ""
     for part in location:
+        if part == "[key]":  # pydantic's marker for an error in a mapping's key, named just before
+            continue
         if isinstance(part, int):
             text += f"[{part}]"
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from cluster_cli import hostlist
 
@@ -25,28 +25,58 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+def _check_config_text(value: str) -> str:
+    """A value written unquoted into a Slurm config file: white space ends it, '#' starts a
+    comment and a line break starts a new setting, so none of them can be part of it."""
+    for char in value:
+        if char.isspace() or char == "#" or not char.isprintable():
+            raise ValueError(f"{value!r}: a Slurm config value cannot hold white space, '#' or control characters")
+    return value
+
+
+ConfigText = Annotated[str, AfterValidator(_check_config_text)]
+
+
+def _check_address(value: str) -> str:
+    _check_config_text(value)
+    if any(char in value for char in ",()[]="):
+        raise ValueError(f"{value!r}: an address cannot hold ',', '(', ')', '[', ']' or '='")
+    return value
+
+
+Address = Annotated[str, Field(min_length=1), AfterValidator(_check_address)]
+
+
 def _check_hostlist(value: str) -> str:
     try:
         hostlist.expand(value)
     except hostlist.HostlistError as error:
         raise ValueError(str(error)) from None
-    return value
+    return _check_config_text(value)
 
 
 HostlistExpression = Annotated[str, Field(min_length=1), AfterValidator(_check_hostlist)]
 
 
-def _check_overrides(value: dict[str, Any]) -> dict[str, Any]:
-    for key, item in value.items():
-        if not SLURM_KEY_PATTERN.match(str(key)):
-            raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
-        if isinstance(item, (dict, list)):
-            # pydantic turns ValueError (not TypeError) into a validation error with a location
-            raise ValueError(f"{key}: value must be a scalar (string, number, yes/no) or null to delete")  # noqa: TRY004
-    return value
+def _check_override_key(key: str) -> str:
+    if not SLURM_KEY_PATTERN.match(key):
+        raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
+    return key
 
 
-Overrides = Annotated[dict[str, Any], AfterValidator(_check_overrides)]
+def _check_override_value(item: Any) -> Any:
+    if isinstance(item, (dict, list)):
+        # pydantic turns ValueError (not TypeError) into a validation error with a location
+        raise ValueError("value must be a scalar (string, number, yes/no) or null to delete")  # noqa: TRY004
+    if isinstance(item, str):
+        _check_config_text(item)
+    return item
+
+
+# Checked key by key, so every bad key is reported at its own line.
+Overrides = dict[
+    Annotated[str, AfterValidator(_check_override_key)], Annotated[Any, AfterValidator(_check_override_value)]
+]
 
 
 class SshSettings(StrictModel):
@@ -64,7 +94,7 @@ class Host(StrictModel):
     """A machine Ansible manages. Compute nodes of multi-host groups need no entry here."""
 
     name: Name = Field(description="Short hostname of the machine, as `hostname -s` prints it.")
-    address: str | None = Field(None, description="Address Ansible and Slurm use; defaults to the name.")
+    address: Address | None = Field(None, description="Address Ansible and Slurm use; defaults to the name.")
     connection: Literal["ssh", "local"] = Field(
         "ssh", description="`local` runs Ansible on this machine without SSH."
     )
@@ -154,8 +184,8 @@ class Partition(StrictModel):
     name: Name
     nodes: list[str] = Field(min_length=1, description="Group names and/or hostlists of nodes.")
     default: bool = Field(False, description="The default partition (exactly one).")
-    max_time: str = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
-    default_time: str | None = Field(None, description="DefaultTime.")
+    max_time: ConfigText = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
+    default_time: ConfigText | None = Field(None, description="DefaultTime.")
     oversubscribe: Literal["NO", "YES", "EXCLUSIVE", "FORCE"] | None = Field(
         None, description="OverSubscribe."
     )
@@ -202,11 +232,13 @@ class Cgroup(StrictModel):
 class SlurmPaths(StrictModel):
     """Where Slurm keeps its files on every host."""
 
-    conf_dir: str = "/etc/slurm"
-    state_dir: str = "/var/lib/slurm/slurmctld"
-    spool_dir: str = "/var/lib/slurm/slurmd"
-    log_dir: str = "/var/log/slurm"
-    run_dir: str = "/run/slurm"
+    conf_dir: ConfigText = Field(
+        "/etc/slurm", description="slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf."
+    )
+    state_dir: ConfigText = Field("/var/lib/slurm/slurmctld", description="StateSaveLocation of slurmctld.")
+    spool_dir: ConfigText = Field("/var/lib/slurm/slurmd", description="SlurmdSpoolDir is `SPOOL_DIR/%n`, one per node.")
+    log_dir: ConfigText = Field("/var/log/slurm", description="slurmctld.log, slurmd-NODE.log, slurmdbd.log.")
+    run_dir: ConfigText = Field("/run/slurm", description="Pid files of the daemons.")
 
 
 class SlurmBuild(StrictModel):
@@ -248,21 +280,30 @@ class Munge(StrictModel):
     gid: int = Field(64031, ge=1, le=2**31 - 1, description="GID of the munge group.")
 
 
+def _check_nccl_name(key: str) -> str:
+    if not re.match(r"^NCCL_[A-Z0-9_]+$", key):
+        raise ValueError(f"{key!r} is not an NCCL variable (NCCL_...)")
+    return key
+
+
+def _check_nccl_value(value: str) -> str:
+    # nccl.conf holds one KEY=VALUE per line
+    if any(not char.isprintable() for char in value):
+        raise ValueError(f"{value!r}: an NCCL value cannot hold line breaks or control characters")
+    return value
+
+
+NcclName = Annotated[str, AfterValidator(_check_nccl_name)]
+NcclValue = Annotated[str, AfterValidator(_check_nccl_value)]
+
+
 class Nccl(StrictModel):
     """NCCL settings for training jobs, written to /etc/nccl.conf."""
 
-    env: dict[str, str] = Field(
+    env: dict[NcclName, NcclValue] = Field(
         default_factory=dict,
         description="NCCL variables, e.g. NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL.",
     )
-
-    @field_validator("env")
-    @classmethod
-    def _nccl_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not re.match(r"^NCCL_[A-Z0-9_]+$", key):
-                raise ValueError(f"{key!r} is not an NCCL variable (NCCL_...)")
-        return value
 
 
 class GpuThreshold(StrictModel):
