@@ -351,6 +351,9 @@ class Testbed:
         done: list[str] = []
         st = self.state
         name = st.get("name")
+        closed = sshmod.close_masters(self.run_dir)
+        if closed:
+            done.append(f"closed {len(closed)} ssh control masters")
         for h in self.hosts:
             r = self._running(h)
             if r is not None:

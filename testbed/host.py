@@ -155,7 +155,12 @@ class Running:
 def nspawn_argv(
     machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]]
 ) -> list[str]:
+    # nspawn is started inside the host's network namespace as well as told
+    # to use it: with --network-namespace-path alone the container's /sys is
+    # mounted from the root namespace and /sys/class/net lists the control
+    # node's interfaces (wrong MACs and names in Ansible facts).
     argv = [
+        "nsenter", f"--net={netns_path(netns)}",
         "systemd-nspawn",
         "-D", str(root),
         "-b",
@@ -190,7 +195,7 @@ def boot(
     argv = nspawn_argv(machine, name, root, netns, binds_ro)
     cgroups.create(cgroup_dirs)
     with open(console_log, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - argv list
+        proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,

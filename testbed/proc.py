@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 log = logging.getLogger("testbed")
 
@@ -51,7 +52,7 @@ def run(
         full_env = dict(os.environ)
         full_env.update(env)
     try:
-        cp = subprocess.run(  # noqa: S603 - argv list, never a shell
+        cp = subprocess.run(
             argv,
             check=False,
             text=True,
@@ -79,7 +80,7 @@ class Timer:
         self.start = 0.0
         self.seconds = 0.0
 
-    def __enter__(self) -> Timer:
+    def __enter__(self) -> Self:
         self.start = time.monotonic()
         return self
 

@@ -104,12 +104,43 @@ def write_client_files(run_dir: Path, bridge_ns: str, key: Path,
     (run_dir / "ssh_config").write_text("\n".join(lines))
 
     ssh_hosts = [SshHost(name, addr, "root", 22, str(key), args) for name, addr, _ in hosts]
+    cp_dir = control_path_dir(run_dir)
+    cp_dir.mkdir(mode=0o700, exist_ok=True)
     (run_dir / "hosts.json").write_text(
-        json.dumps([asdict(h) | {"ssh_common_args": shlex.join(h.common_args)}
+        json.dumps([asdict(h) | {"ssh_common_args": shlex.join(h.common_args),
+                                 "control_path_dir": str(cp_dir)}
                     for h in ssh_hosts], indent=2) + "\n"
     )
-    (run_dir / "inventory.yml").write_text(ansible_inventory(ssh_hosts))
+    (run_dir / "inventory.yml").write_text(ansible_inventory(ssh_hosts, cp_dir))
     return ssh_hosts
+
+
+def control_path_dir(run_dir: Path) -> Path:
+    """Where Ansible keeps its SSH ControlMaster sockets for this test bed.
+
+    Ansible's default (~/.ansible/cp/<hash of address, port, user>) is shared
+    by every test bed, and the same addresses recur from run to run: a master
+    left over from an earlier bed (ControlPersist) would swallow connections
+    to the new one and hang. A per-run directory, closed by ``down``, avoids it.
+    """
+    return run_dir / "cp"
+
+
+def close_masters(run_dir: Path) -> list[str]:
+    """Ask every ControlMaster of this test bed to exit (``ssh -O exit``)."""
+    closed: list[str] = []
+    cp_dir = control_path_dir(run_dir)
+    if not cp_dir.is_dir():
+        return closed
+    for sock in sorted(cp_dir.iterdir()):
+        if sock.is_socket():
+            run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "testbed-host"],
+                check=False, timeout=30)
+            closed.append(sock.name)
+        if sock.exists():
+            sock.unlink()
+    cp_dir.rmdir()
+    return closed
 
 
 def _config_body(run_dir: Path, bridge_ns: str, key: Path) -> list[str]:
@@ -127,7 +158,7 @@ def _config_body(run_dir: Path, bridge_ns: str, key: Path) -> list[str]:
     ]
 
 
-def ansible_inventory(hosts: list[SshHost]) -> str:
+def ansible_inventory(hosts: list[SshHost], cp_dir: Path) -> str:
     """A YAML inventory: every host in group ``testbed`` with its connection vars.
 
     Scalars are written as JSON strings, which are valid YAML.
@@ -142,6 +173,7 @@ def ansible_inventory(hosts: list[SshHost]) -> str:
             ("ansible_ssh_private_key_file", h.key),
             ("ansible_ssh_common_args", shlex.join(h.common_args)),
             ("ansible_python_interpreter", "/usr/bin/python3"),
+            ("ansible_control_path_dir", str(cp_dir)),
         ):
             out.append(f"          {k}: {json.dumps(v)}")
     return "\n".join(out) + "\n"

@@ -1,0 +1,134 @@
+"""Unit tests of the test bed's pure parts (no root needed)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from testbed import TestbedConfig, TestbedError
+from testbed.cli import build_parser
+from testbed.host import nspawn_argv
+from testbed.mirror import apt_options, resolve_closure
+from testbed.network import fixed_mac, host_addresses
+from testbed.rootfs import base_key
+from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
+
+PKG = Path(__file__).resolve().parents[2] / "testbed"
+
+
+def test_fixed_mac_is_stable_unicast_and_local() -> None:
+    a = fixed_mac("tb", "h1")
+    assert a == fixed_mac("tb", "h1")
+    assert a != fixed_mac("tb", "h2") and a != fixed_mac("other", "h1")
+    assert re.fullmatch(r"02(:[0-9a-f]{2}){5}", a)
+
+
+def test_host_addresses_skip_network_and_bridge() -> None:
+    bridge, hosts, plen = host_addresses("10.9.8.0/24", 3)
+    assert (bridge, hosts, plen) == ("10.9.8.1", ["10.9.8.11", "10.9.8.12", "10.9.8.13"], 24)
+    with pytest.raises(TestbedError, match="too small"):
+        host_addresses("10.9.8.0/29", 3)
+    with pytest.raises(ValueError):
+        host_addresses("10.9.8.1/24", 1)  # host bits set
+
+
+def test_base_key_depends_on_release_and_package_set_only() -> None:
+    assert base_key("bookworm", ["a", "b"]) == base_key("bookworm", ["b", "a", "a"])
+    assert base_key("bookworm", ["a"]) != base_key("trixie", ["a"])
+    assert base_key("bookworm", ["a"]) != base_key("bookworm", ["a", "b"])
+
+
+@pytest.mark.parametrize(("field", "value", "msg"), [
+    ("name", "Bad_Name", "bad test bed name"),
+    ("hosts", [], "no hosts"),
+    ("hosts", ["a", "a"], "duplicate"),
+    ("hosts", ["UPPER"], "bad host name"),
+    ("release", "buster", "release must be"),
+    ("copy_mode", "rsync", "copy mode"),
+])
+def test_config_validation(field: str, value: object, msg: str) -> None:
+    cfg = TestbedConfig(hosts=["h1"])
+    setattr(cfg, field, value)
+    with pytest.raises(TestbedError, match=msg):
+        cfg.validate()
+
+
+def test_mirror_must_have_an_index(tmp_path: Path) -> None:
+    cfg = TestbedConfig(hosts=["h1"], mirror=tmp_path)
+    with pytest.raises(TestbedError, match="no Packages index"):
+        cfg.validate()
+
+
+def test_nspawn_runs_inside_the_host_netns_and_uses_it() -> None:
+    argv = nspawn_argv("cltb-x-h1", "h1", Path("/r"), "cltb-x-h1", [(Path("/m"), "/mirror")])
+    assert argv[:2] == ["nsenter", "--net=/run/netns/cltb-x-h1"]
+    for opt in ("-b", "--register=no", "--keep-unit", "--capability=all",
+                "--network-namespace-path=/run/netns/cltb-x-h1", "--bind-ro=/m:/mirror",
+                "--hostname=h1", "--machine=cltb-x-h1"):
+        assert opt in argv
+
+
+def test_ssh_argv_and_inventory_carry_the_proxy(tmp_path: Path) -> None:
+    args = common_args(tmp_path, "cltb-x-br")
+    assert f"ProxyCommand={proxy_command('cltb-x-br')}" in args
+    assert proxy_command("cltb-x-br").startswith("nsenter --net=/run/netns/cltb-x-br ")
+    assert proxy_command("cltb-x-br").endswith(" %h %p")
+    h = SshHost("h1", "10.0.0.11", "root", 22, str(tmp_path / "k"), args)
+    argv = h.argv(["echo", "a b"])
+    assert argv[0] == "ssh" and argv[-2:] == ["--", "echo 'a b'"]
+    inv = ansible_inventory([h], tmp_path / "cp")
+    # JSON scalars in the YAML inventory parse back to the same values
+    yaml = pytest.importorskip("yaml")
+    data = yaml.safe_load(inv)
+    hv = data["all"]["children"]["testbed"]["hosts"]["h1"]
+    assert hv["ansible_host"] == "10.0.0.11" and hv["ansible_port"] == 22
+    assert shlex.split(hv["ansible_ssh_common_args"]) == args
+    assert hv["ansible_control_path_dir"] == str(tmp_path / "cp")
+
+
+def test_apt_options_confine_apt_to_the_private_dir(tmp_path: Path) -> None:
+    opts = apt_options(tmp_path)
+    values = dict(o.split("=", 1) for o in opts if o != "-o")
+    for k in ("Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::State",
+              "Dir::State::Status", "Dir::Cache"):
+        assert values[k].startswith(str(tmp_path)), k
+
+
+def test_resolve_closure_reads_apt_cache_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = ("slurmd\n  Depends: libc6\n  Depends: <awk>\n    mawk\n<awk>\nlibc6\n"
+           "  Depends: libgcc-s1\nmawk\nlibgcc-s1\npython3:any\n")
+
+    class CP:
+        stdout = out
+
+    monkeypatch.setattr("testbed.mirror.run", lambda *a, **k: CP())
+    assert resolve_closure([], ["slurmd"]) == ["libc6", "libgcc-s1", "mawk", "python3", "slurmd"]
+    with pytest.raises(TestbedError, match="not found"):
+        resolve_closure([], ["nosuch"])
+
+
+def test_cli_parses_every_command() -> None:
+    p = build_parser()
+    a = p.parse_args(["up", "--hosts", "a,b", "--release", "trixie", "--copy-mode", "copy"])
+    assert (a.cmd, a.hosts, a.release, a.copy_mode) == ("up", "a,b", "trixie", "copy")
+    assert p.parse_args(["down", "--purge"]).purge
+    a = p.parse_args(["exec", "h1", "--", "ls", "-l"])
+    assert [c for c in a.command if c != "--"] == ["ls", "-l"]
+    a = p.parse_args(["mirror", "--release", "trixie", "--packages", "hello", "munge"])
+    assert a.packages == ["hello", "munge"]
+
+
+def test_no_shell_and_no_sys_exit_outside_main() -> None:
+    for f in PKG.glob("*.py"):
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "shell":
+                pytest.fail(f"{f.name}: shell= keyword")
+            if (f.name != "__main__.py" and isinstance(node, ast.Attribute)
+                    and node.attr == "exit" and isinstance(node.value, ast.Name)
+                    and node.value.id == "sys"):
+                pytest.fail(f"{f.name}: sys.exit outside __main__")
