@@ -211,6 +211,7 @@ class _Checker:
             return []
         if len(set(devices)) != len(devices):
             self.fail(at + ("devices",), "device files repeat")
+            return []  # one mistake, one problem: not also "belongs to two nodes" on every host
         for device in devices:
             if not device.startswith("/"):
                 self.fail(at + ("devices",), f"device file '{device}' must be an absolute path")
