@@ -1,0 +1,147 @@
+"""Preemption: checkpoint on request, stop, resume at the same step, end where an uninterrupted run ends.
+
+Data-parallel training of the MLP with a fixed gradient all_reduce per parameter (no DDP bucket
+rebuilds, so the sum order is the same in every incarnation and the result is bitwise stable on
+CPU). Rank 0 polls a flag file each step (the sbatch script touches it when Slurm delivers
+SIGUSR1) and broadcasts the decision; on a request every rank stops at the same step, rank 0 saves
+model + optimizer + step atomically and writes a ``preempted`` marker; the batch script then
+requeues the job. A later incarnation finds the checkpoint and resumes from it.
+
+``--hold-at-step K`` parks the first incarnation at step K (writing a ``holding`` marker) until
+the flag appears or ``--hold-timeout`` passes, so a test harness can signal at a known step.
+``--reference FINAL.pt`` runs uninterrupted from scratch and compares its final weights with
+those a resumed run saved: bitwise equality and the largest absolute difference.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import trainlib
+
+
+def flag_raised(flag: Path | None, device: Any) -> bool:
+    """Rank 0 looks at the flag file; every rank gets the same answer."""
+    import torch
+    import torch.distributed as dist
+
+    value = torch.tensor([1 if (flag is not None and dist.get_rank() == 0 and flag.exists()) else 0], device=device)
+    dist.broadcast(value, src=0)
+    return bool(value.item())
+
+
+def touch(path: Path, text: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def save_checkpoint(path: Path, model: Any, optimizer: Any, step: int) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, temporary)
+    os.replace(temporary, path)
+
+
+def train_step(model: Any, optimizer: Any, batch: tuple[Any, Any], world_size: int) -> float:
+    import torch
+    import torch.distributed as dist
+
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
+    loss.backward()
+    for param in model.parameters():  # fixed order and layout: deterministic sums
+        dist.all_reduce(param.grad)
+        param.grad.div_(world_size)
+    optimizer.step()
+    return float(loss.item())
+
+
+def main() -> None:
+    parser = trainlib.base_parser(__doc__ or "")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--batch-size", type=int, default=32, help="per rank")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--run-dir", required=True, help="shared directory: checkpoint, markers, weights")
+    parser.add_argument("--flag-file", default=None, help="preemption request (default RUN_DIR/preempt.flag)")
+    parser.add_argument("--hold-at-step", type=int, default=0, help="first incarnation waits here (0: never)")
+    parser.add_argument("--hold-timeout", type=float, default=60.0)
+    parser.add_argument("--reference", metavar="FINAL_PT", default=None, help="uninterrupted run, compare")
+    args = parser.parse_args()
+
+    import torch
+    from torch.utils.data import DistributedSampler
+
+    info = trainlib.init_distributed(args.timeout)
+    env = trainlib.environment(info)
+    run_dir = Path(args.run_dir)
+    checkpoint = run_dir / "checkpoint.pt"
+    flag = None if args.reference else Path(args.flag_file or run_dir / "preempt.flag")
+    steps_per_epoch = 8
+    dataset = trainlib.make_dataset(args.seed, args.batch_size * info.world_size * steps_per_epoch, 512, 10)
+    sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
+    model = trainlib.make_mlp(args.seed).to(info.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+
+    start_step = 0
+    checkpoint_step = None
+    if not args.reference and checkpoint.exists():
+        state = torch.load(checkpoint, map_location=info.device)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start_step = checkpoint_step = int(state["step"])
+    preempted_at = None
+    losses: dict[int, float] = {}
+    for step in range(start_step, args.steps):
+        if args.hold_at_step and step == args.hold_at_step and checkpoint_step is None and flag is not None:
+            if info.is_main:
+                touch(run_dir / "holding", f"{step}\n")
+            deadline = time.monotonic() + args.hold_timeout
+            while not flag_raised(flag, info.device) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        if flag_raised(flag, info.device):
+            if info.is_main:
+                save_checkpoint(checkpoint, model, optimizer, step)
+                touch(run_dir / "preempted", f"{step}\n")
+            preempted_at = step
+            break
+        epoch, index = divmod(step, steps_per_epoch)
+        sampler.set_epoch(epoch)
+        order = list(sampler)[index * args.batch_size : (index + 1) * args.batch_size]
+        inputs, labels = dataset[order]
+        losses[step] = train_step(model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size)
+
+    result: dict[str, Any] = {
+        "check": "preempt",
+        "mode": "reference" if args.reference else "train",
+        "env": env,
+        "steps": args.steps,
+        "restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
+        "start_step": start_step,
+        "resumed_from_step": checkpoint_step,
+        "preempted_at_step": preempted_at,
+        "status": "preempted" if preempted_at is not None else "completed",
+        "losses": {str(step): loss for step, loss in losses.items()},
+        "final_digest": trainlib.tensors_digest(model.named_parameters()),
+    }
+    if preempted_at is None and not args.reference and info.is_main:
+        torch.save(model.state_dict(), run_dir / "final.pt")
+    if args.reference and info.is_main:
+        resumed = torch.load(args.reference, map_location="cpu")
+        mine = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+        result["bitwise_equal"] = all(torch.equal(mine[name], resumed[name]) for name in mine)
+        result["max_abs_diff"] = max(float((mine[name] - resumed[name]).abs().max()) for name in mine)
+        result["compared_with"] = args.reference
+    if info.is_main:
+        trainlib.write_result(args.out, result)
+    trainlib.shutdown()
+
+
+if __name__ == "__main__":
+    main()
