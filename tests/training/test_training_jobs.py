@@ -1,0 +1,150 @@
+"""The validation jobs run for real under `torchrun --standalone --nproc_per_node=2` on CPU (gloo).
+
+Select with ``-m training``; each job takes a few seconds on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.skipif(
+        subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode != 0,
+        reason="torch is not installed in this interpreter (pip install torch==2.13.0)",
+    ),
+]
+
+JOB_TIMEOUT_S = 90
+TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
+
+
+def torchrun(script: str, *args: str, nproc: int = 2, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for key in [key for key in env if key.startswith("SLURM_")]:
+        del env[key]  # a test run inside a Slurm job must not look like a launch by srun
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+         str(TRAINING_DIR / script), *args],
+        capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, cwd=cwd,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def result(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1
+    return data
+
+
+def test_allreduce_reports_correct_sums_and_nccl_tests_bandwidths(tmp_path):
+    out = tmp_path / "allreduce.json"
+    torchrun("allreduce.py", "--out", str(out), "--min-bytes", "4K", "--max-bytes", "1M", "--iters", "3")
+    data = result(out)
+    assert data["env"]["backend"] == "gloo" and data["env"]["world_size"] == 2
+    assert [row["bytes"] for row in data["sizes"]] == [4096, 16384, 65536, 262144, 1048576]
+    assert data["all_correct"] and all(row["correct"] for row in data["sizes"])
+    for row in data["sizes"]:
+        assert row["algbw_gbps"] == pytest.approx(row["bytes"] / (row["time_us"] * 1e-6) / 1e9)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (2 - 1) / 2)
+    assert data["largest"] == data["sizes"][-1]
+
+
+def test_ddp_loss_falls_and_ranks_end_bitwise_identical(tmp_path):
+    out = tmp_path / "ddp.json"
+    torchrun("ddp.py", "--out", str(out), "--steps", "20")
+    data = result(out)
+    assert data["env"]["world_size"] == 2
+    assert len(data["losses"]) == 20
+    assert data["loss_last"] < data["loss_first"] and data["loss_decreased"]
+    assert data["params_identical"] and len(set(data["param_digests"])) == 1
+    assert data["samples_per_s"] > 0 and data["step_time_ms"] > 0
+    # samples/s counts every rank's batch over the timed (post-warm-up) steps.
+    expected = 2 * data["batch_size_per_rank"] / (data["step_time_ms"] / 1e3)
+    assert data["samples_per_s"] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("impl", ["fsdp2", "fsdp1"])
+def test_fsdp_sharded_checkpoint_reloads_bitwise(tmp_path, impl):
+    out = tmp_path / "fsdp.json"
+    torchrun("fsdp.py", "--impl", impl, "--ckpt-dir", str(tmp_path / "ckpt"), "--out", str(out), "--steps", "6")
+    data = result(out)
+    assert data["impl"] == impl
+    assert data["reload_equal"], data["digests"]
+    # The comparison has teeth: the fresh model differed from the checkpoint before loading it.
+    assert data["reload_was_needed"]
+    for rank in data["digests"]:
+        assert rank["before"]["model_full"] != rank["saved"]["model_full"]
+        assert rank["loaded"] == rank["saved"]
+    # One shard file per rank plus the metadata, all in the shared directory.
+    assert sorted(data["checkpoint_files"]) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert sorted(os.listdir(tmp_path / "ckpt")) == data["checkpoint_files"]
+
+
+def _raise_flag_when_holding(run_dir: Path, stop: threading.Event) -> None:
+    while not stop.is_set():
+        if (run_dir / "holding").exists():
+            (run_dir / "preempt.flag").touch()
+            return
+        time.sleep(0.1)
+
+
+def test_preempt_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
+    run_dir = tmp_path / "run"
+    stop = threading.Event()
+    watcher = threading.Thread(target=_raise_flag_when_holding, args=(run_dir, stop), daemon=True)
+    watcher.start()
+    try:
+        torchrun("preempt.py", "--run-dir", str(run_dir), "--hold-at-step", "4", "--hold-timeout", "60",
+                 "--steps", "12", "--out", str(tmp_path / "first.json"))
+    finally:
+        stop.set()
+    first = result(tmp_path / "first.json")
+    assert first["status"] == "preempted" and first["preempted_at_step"] == 4
+    assert (run_dir / "preempted").read_text().strip() == "4"
+    assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "final.pt").exists()
+
+    (run_dir / "preempt.flag").unlink()
+    torchrun("preempt.py", "--run-dir", str(run_dir), "--steps", "12", "--out", str(tmp_path / "second.json"))
+    second = result(tmp_path / "second.json")
+    assert second["status"] == "completed"
+    assert second["resumed_from_step"] == 4 and second["start_step"] == 4
+    assert sorted(int(step) for step in second["losses"]) == list(range(4, 12))
+
+    torchrun("preempt.py", "--run-dir", str(tmp_path / "ref"), "--reference", str(run_dir / "final.pt"),
+             "--steps", "12", "--out", str(tmp_path / "ref.json"))
+    reference = result(tmp_path / "ref.json")
+    assert reference["bitwise_equal"] is True and reference["max_abs_diff"] == 0.0
+    assert reference["final_digest"] == second["final_digest"]
+
+    # Negative control: another seed does not match, so equality above is not vacuous.
+    torchrun("preempt.py", "--run-dir", str(tmp_path / "other"), "--reference", str(run_dir / "final.pt"),
+             "--steps", "12", "--seed", "99", "--out", str(tmp_path / "other.json"))
+    other = result(tmp_path / "other.json")
+    assert other["bitwise_equal"] is False and other["max_abs_diff"] > 0
+
+
+def test_gpu_job_skips_with_a_reason_without_cuda(tmp_path):
+    torch = pytest.importorskip("torch")
+    out = tmp_path / "gpu.json"
+    torchrun("gpu.py", "--out", str(out), "--iters", "3", "--warmup", "1", "--copy-bytes", "64M",
+             "--matmul-size", "1024")
+    data = result(out)
+    if torch.cuda.is_available():
+        assert data["skipped"] is False
+        assert len(data["gpus"]) == 2
+        assert all(gpu["matmul_bf16_tflops"] > 0 and gpu["copy_tbps"] > 0 for gpu in data["gpus"])
+    else:
+        assert data["skipped"] is True
+        assert "torch.cuda.is_available() is False" in data["reason"]
