@@ -15,6 +15,9 @@ def format_location(location: Location) -> str:
             continue
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not str(part) or not str(part).isprintable():
+            # a key like "\n" would break the one-line file:line: field: message format
+            text += f"[{str(part)!r}]"
         else:
             text += f".{part}" if text else str(part)
     return text or "(top level)"

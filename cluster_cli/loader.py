@@ -160,15 +160,21 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
-        reason = error.problem or error.context or "not valid YAML"
+        reason = " ".join((error.problem or error.context or "not valid YAML").split())
         raise InventoryError([Problem(file, line, "(yaml)", f"invalid YAML: {reason}")]) from None
+    except yaml.reader.ReaderError as error:
+        # a control character; its message spans lines, its position is a character offset
+        line = text.count("\n", 0, max(error.position, 0)) + 1
+        code = error.character if isinstance(error.character, int) else ord(error.character)
+        message = f"invalid YAML: unacceptable character #x{code:04x}: {error.reason}"
+        raise InventoryError([Problem(file, line, "(yaml)", message)]) from None
     except yaml.YAMLError as error:
-        raise InventoryError([Problem(file, 1, "(yaml)", f"invalid YAML: {error}")]) from None
+        raise InventoryError([Problem(file, 1, "(yaml)", f"invalid YAML: {' '.join(str(error).split())}")]) from None
     duplicates = _duplicate_keys(root)
     if duplicates:
         raise InventoryError(
             [
-                Problem(file, line, format_location(path), f"duplicate key '{key}' (the first would be lost)")
+                Problem(file, line, format_location(path), f"duplicate key {key!r} (the first would be lost)")
                 for path, line, key in duplicates
             ]
         )
