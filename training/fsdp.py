@@ -170,7 +170,9 @@ def main() -> None:
         "save_s": save_s,
         "load_s": load_s,
         "reload_equal": all(rank["saved"] == rank["loaded"] for rank in per_rank),
-        "reload_was_needed": all(rank["before"]["model_full"] != rank["saved"]["model_full"] for rank in per_rank),
+        "reload_was_needed": all(
+            rank["before"]["model_full"] != rank["saved"]["model_full"] for rank in per_rank
+        ),
         "digests": per_rank,
     }
     if info.is_main:

@@ -28,7 +28,9 @@ def flag_raised(flag: Path | None, device: Any) -> bool:
     import torch
     import torch.distributed as dist
 
-    value = torch.tensor([1 if (flag is not None and dist.get_rank() == 0 and flag.exists()) else 0], device=device)
+    value = torch.tensor(
+        [1 if (flag is not None and dist.get_rank() == 0 and flag.exists()) else 0], device=device
+    )
     dist.broadcast(value, src=0)
     return bool(value.item())
 
@@ -115,7 +117,9 @@ def main() -> None:
         sampler.set_epoch(epoch)
         order = list(sampler)[index * args.batch_size : (index + 1) * args.batch_size]
         inputs, labels = dataset[order]
-        losses[step] = train_step(model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size)
+        losses[step] = train_step(
+            model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size
+        )
 
     result: dict[str, Any] = {
         "check": "preempt",

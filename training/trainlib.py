@@ -196,8 +196,10 @@ def make_mlp(seed: int, in_dim: int = 512, hidden: int = 1024, classes: int = 10
 
     torch.manual_seed(seed)
     return nn.Sequential(
-        nn.Linear(in_dim, hidden), nn.ReLU(),
-        nn.Linear(hidden, hidden), nn.ReLU(),
+        nn.Linear(in_dim, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
         nn.Linear(hidden, classes),
     )
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-
 pytestmark = [
     pytest.mark.training,
     pytest.mark.skipif(
-        subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode != 0,
+        subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, check=False).returncode
+        != 0,
         reason="torch is not installed in this interpreter (pip install torch==2.13.0)",
     ),
 ]
@@ -29,14 +29,28 @@ JOB_TIMEOUT_S = 90
 TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
 
 
-def torchrun(script: str, *args: str, nproc: int = 2, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def torchrun(
+    script: str, *args: str, nproc: int = 2, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for key in [key for key in env if key.startswith("SLURM_")]:
         del env[key]  # a test run inside a Slurm job must not look like a launch by srun
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-         str(TRAINING_DIR / script), *args],
-        capture_output=True, text=True, timeout=JOB_TIMEOUT_S, env=env, cwd=cwd,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            str(TRAINING_DIR / script),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        env=env,
+        cwd=cwd,
+        check=False,
     )
     assert done.returncode == 0, f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
@@ -78,7 +92,9 @@ def test_ddp_loss_falls_and_ranks_end_bitwise_identical(tmp_path):
 @pytest.mark.parametrize("impl", ["fsdp2", "fsdp1"])
 def test_fsdp_sharded_checkpoint_reloads_bitwise(tmp_path, impl):
     out = tmp_path / "fsdp.json"
-    torchrun("fsdp.py", "--impl", impl, "--ckpt-dir", str(tmp_path / "ckpt"), "--out", str(out), "--steps", "6")
+    torchrun(
+        "fsdp.py", "--impl", impl, "--ckpt-dir", str(tmp_path / "ckpt"), "--out", str(out), "--steps", "6"
+    )
     data = result(out)
     assert data["impl"] == impl
     assert data["reload_equal"], data["digests"]
@@ -106,8 +122,19 @@ def test_preempt_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
     watcher = threading.Thread(target=_raise_flag_when_holding, args=(run_dir, stop), daemon=True)
     watcher.start()
     try:
-        torchrun("preempt.py", "--run-dir", str(run_dir), "--hold-at-step", "4", "--hold-timeout", "60",
-                 "--steps", "12", "--out", str(tmp_path / "first.json"))
+        torchrun(
+            "preempt.py",
+            "--run-dir",
+            str(run_dir),
+            "--hold-at-step",
+            "4",
+            "--hold-timeout",
+            "60",
+            "--steps",
+            "12",
+            "--out",
+            str(tmp_path / "first.json"),
+        )
     finally:
         stop.set()
     first = result(tmp_path / "first.json")
@@ -122,15 +149,35 @@ def test_preempt_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
     assert second["resumed_from_step"] == 4 and second["start_step"] == 4
     assert sorted(int(step) for step in second["losses"]) == list(range(4, 12))
 
-    torchrun("preempt.py", "--run-dir", str(tmp_path / "ref"), "--reference", str(run_dir / "final.pt"),
-             "--steps", "12", "--out", str(tmp_path / "ref.json"))
+    torchrun(
+        "preempt.py",
+        "--run-dir",
+        str(tmp_path / "ref"),
+        "--reference",
+        str(run_dir / "final.pt"),
+        "--steps",
+        "12",
+        "--out",
+        str(tmp_path / "ref.json"),
+    )
     reference = result(tmp_path / "ref.json")
     assert reference["bitwise_equal"] is True and reference["max_abs_diff"] == 0.0
     assert reference["final_digest"] == second["final_digest"]
 
     # Negative control: another seed does not match, so equality above is not vacuous.
-    torchrun("preempt.py", "--run-dir", str(tmp_path / "other"), "--reference", str(run_dir / "final.pt"),
-             "--steps", "12", "--seed", "99", "--out", str(tmp_path / "other.json"))
+    torchrun(
+        "preempt.py",
+        "--run-dir",
+        str(tmp_path / "other"),
+        "--reference",
+        str(run_dir / "final.pt"),
+        "--steps",
+        "12",
+        "--seed",
+        "99",
+        "--out",
+        str(tmp_path / "other.json"),
+    )
     other = result(tmp_path / "other.json")
     assert other["bitwise_equal"] is False and other["max_abs_diff"] > 0
 
@@ -138,8 +185,19 @@ def test_preempt_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
 def test_gpu_job_skips_with_a_reason_without_cuda(tmp_path):
     torch = pytest.importorskip("torch")
     out = tmp_path / "gpu.json"
-    torchrun("gpu.py", "--out", str(out), "--iters", "3", "--warmup", "1", "--copy-bytes", "64M",
-             "--matmul-size", "1024")
+    torchrun(
+        "gpu.py",
+        "--out",
+        str(out),
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--copy-bytes",
+        "64M",
+        "--matmul-size",
+        "1024",
+    )
     data = result(out)
     if torch.cuda.is_available():
         assert data["skipped"] is False

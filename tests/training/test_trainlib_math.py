@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
 
+import pytest
 import trainlib
 
 
@@ -54,7 +55,7 @@ def test_payload_ladder_is_geometric_and_ends_at_the_maximum():
     # A maximum that is not on the ladder is still measured last: the verdict is judged there.
     sizes = trainlib.payload_sizes(1000, 10**6, 4)
     assert sizes[-1] == 10**6
-    assert all(b == a * 4 for a, b in zip(sizes[:-2], sizes[1:-1], strict=True))
+    assert all(b == a * 4 for a, b in itertools.pairwise(sizes[:-1]))
     assert trainlib.payload_sizes(4096, 4096) == [4096]
 
 
