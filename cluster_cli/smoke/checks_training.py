@@ -1,0 +1,201 @@
+"""Training checks: submit training/*.sbatch as the test user, poll, judge the result files.
+
+Each job runs from its check directory (the sbatch scripts' submit directory), so a script's
+default result path ``<check>-<jobid>.json`` lands there.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.smoke import judge
+from cluster_cli.smoke.context import CheckContext, job_failure, read_json
+from cluster_cli.smoke.report import CheckResult, Verdict
+from cluster_cli.smoke.slurm import CheckTimeout, JobInfo, read_tail
+
+PREEMPT_HOLD_STEP = 5
+
+
+def _gpu_name(result: dict[str, Any] | None) -> str | None:
+    name = (result or {}).get("env", {}).get("gpu_name")
+    return str(name) if name else None
+
+
+def submit(
+    ctx: CheckContext, check: str, env: dict[str, str] | None = None, script_args: list[str] | None = None
+) -> tuple[str, Path, Path]:
+    """Submit training/<check>.sbatch over every target node; returns (job id, check dir, output)."""
+    work = ctx.check_dir(check)
+    target = ctx.target
+    gpus = [f"--gpus-per-node={target.gpus_per_node}"] if target.real_gpus else []
+    job_env = {
+        "TRAIN_PYTHON": target.python,
+        "TRAINING_DIR": str(ctx.training_dir),
+        "NPROC_PER_NODE": str(target.ranks_per_node),
+        **(env or {}),
+    }
+    job = ctx.session.sbatch(
+        [
+            *ctx.job_args(check),
+            *ctx.all_nodes_args(),
+            "--ntasks-per-node=1",
+            "--exclusive",
+            "--mem=0",
+            *gpus,
+            f"--output={work}/slurm-%j.out",
+            f"--chdir={work}",
+            str(ctx.training_dir / f"{check}.sbatch"),
+            *(script_args or []),
+        ],
+        cwd=work,
+        env=job_env,
+    )
+    return job, work, work / f"slurm-{job}.out"
+
+
+def _finish(result: CheckResult, job: str, output: Path) -> CheckResult:
+    result.job_ids = [job]
+    if result.verdict is Verdict.FAIL and result.output_tail is None:
+        result.output_tail = read_tail(output, 40)
+    result.details.setdefault("output", str(output))
+    return result
+
+
+def _run_simple(
+    ctx: CheckContext, check: str, env: dict[str, str] | None = None
+) -> tuple[str, Path, Path, JobInfo, dict[str, Any] | None]:
+    job, work, output = submit(ctx, check, env)
+    info = ctx.session.wait(job, ctx.remaining())
+    return job, work, output, info, read_json(work / f"{check}-{job}.json")
+
+
+def check_allreduce(ctx: CheckContext) -> CheckResult:
+    """all_reduce over every node; busbw at the largest payload against the GPU type's floor."""
+    if ctx.torch_problem:
+        return CheckResult("allreduce", Verdict.FAIL, ctx.torch_problem)
+    job, _, output, info, result = _run_simple(ctx, "allreduce")
+    if info.state != "COMPLETED" or result is None:
+        return job_failure("allreduce", info, output, "no all_reduce result")
+    return _finish(judge.judge_allreduce(result, ctx.thresholds(_gpu_name(result))), job, output)
+
+
+def check_ddp(ctx: CheckContext) -> CheckResult:
+    """DDP at 1 rank, then at every rank: loss falls, ranks agree, scaling efficiency."""
+    if ctx.torch_problem:
+        return CheckResult("ddp", Verdict.FAIL, ctx.torch_problem)
+    world = len(ctx.target.nodes) * ctx.target.ranks_per_node
+    job, work, output = submit(ctx, "ddp", {"DDP_BASELINE": "1" if world > 1 else "0"})
+    info = ctx.session.wait(job, ctx.remaining())
+    result = read_json(work / f"ddp-{job}.json")
+    baseline = read_json(work / f"ddp-{job}-1rank.json")
+    if info.state != "COMPLETED" or result is None or (world > 1 and baseline is None):
+        return job_failure("ddp", info, output, "missing DDP result(s)")
+    return _finish(judge.judge_ddp(result, baseline, ctx.thresholds(_gpu_name(result))), job, output)
+
+
+def check_fsdp(ctx: CheckContext) -> CheckResult:
+    """FSDP2 training, sharded DCP checkpoint, reload equals saved."""
+    if ctx.torch_problem:
+        return CheckResult("fsdp", Verdict.FAIL, ctx.torch_problem)
+    work = ctx.check_dir("fsdp")
+    job, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(work / "checkpoint")})
+    if info.state != "COMPLETED" or result is None:
+        return job_failure("fsdp", info, output, "no FSDP result")
+    return _finish(judge.judge_fsdp(result), job, output)
+
+
+def _wait_for_file(ctx: CheckContext, job: str, path: Path) -> JobInfo | None:
+    """Poll for a marker file the job writes; returns the job's info if it ended first."""
+    while not path.exists():
+        info = ctx.session.job_info(job)
+        if info.finished or (not info.records and info.source == "none"):
+            return info
+        if ctx.remaining() <= 1.0:
+            ctx.session.cancel(job)
+            raise CheckTimeout(f"job {job} never reached {path.name}; cancelled it")
+        time.sleep(0.3)
+    return None
+
+
+def check_preempt(ctx: CheckContext) -> CheckResult:
+    """USR1 -> checkpoint -> `scontrol requeue` -> resume at the same step -> same final weights."""
+    if ctx.torch_problem:
+        return CheckResult("preempt", Verdict.FAIL, ctx.torch_problem)
+    work = ctx.check_dir("preempt")
+    run_dir = work / "run"
+    job, _, output = submit(
+        ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)]
+    )
+    ended = _wait_for_file(ctx, job, run_dir / "holding")
+    if ended is not None:
+        return _finish(
+            job_failure("preempt", ended, output, "ended before reaching the hold step"), job, output
+        )
+    signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
+    if signalled.returncode != 0:
+        return _finish(
+            CheckResult("preempt", Verdict.FAIL, f"scancel --batch --signal=USR1 failed: {signalled.output}"),
+            job,
+            output,
+        )
+    signal_time = time.monotonic()
+    resumed_at: list[float] = []
+    expedited: list[bool] = []
+
+    def watch(info: JobInfo) -> None:
+        if info.restarts >= 1 and info.state == "RUNNING" and not resumed_at:
+            resumed_at.append(time.monotonic())
+        if (
+            ctx.target.expedite_requeue
+            and not expedited
+            and info.restarts >= 1
+            and info.state == "PENDING"
+            and info.get("Reason") == "BeginTime"
+        ):
+            # Slurm holds a requeued job for cred_expire (120 s by default); start it now.
+            done = ctx.session.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=30)
+            expedited.append(done.returncode == 0)
+
+    info = ctx.session.wait(job, ctx.remaining(), on_poll=watch)
+    checkpoint_step = _checkpoint_step(output)
+    train = read_json(run_dir / "train.json")
+    reference = read_json(run_dir / "reference.json")
+    if info.state != "COMPLETED" and info.restarts >= 1:
+        return _finish(job_failure("preempt", info, output, "the resumed incarnation failed"), job, output)
+    turnaround = resumed_at[0] - signal_time if resumed_at else None
+    result = judge.judge_preempt(train, reference, info.restarts, checkpoint_step, turnaround)
+    result.details["expedited_requeue"] = bool(expedited and expedited[0])
+    return _finish(result, job, output)
+
+
+def _checkpoint_step(output: Path) -> int | None:
+    """The step the first incarnation checkpointed at, as the sbatch script logged it."""
+    try:
+        text = output.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("checkpointed at step "):
+            try:
+                return int(line.split()[3].rstrip(";"))
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def check_gpu(ctx: CheckContext) -> CheckResult:
+    """bf16 matmul and memory copy on every GPU against the GPU type's floors."""
+    target = ctx.target
+    if target.gpus_per_node == 0:
+        return CheckResult("gpu", Verdict.SKIP, "no GPUs configured (gpus_per_node=0)")
+    if target.fake_gpus:
+        return CheckResult("gpu", Verdict.SKIP, "the GPUs are fake device files: nothing to measure")
+    if ctx.torch_problem:
+        return CheckResult("gpu", Verdict.FAIL, ctx.torch_problem)
+    job, _, output, info, result = _run_simple(ctx, "gpu")
+    if info.state != "COMPLETED" or result is None:
+        return job_failure("gpu", info, output, "no GPU result")
+    names = [gpu.get("gpu_name") for gpu in result.get("gpus", [])]
+    return _finish(judge.judge_gpu(result, ctx.thresholds(names[0] if names else None)), job, output)

@@ -1,0 +1,68 @@
+"""What every check receives: the target, a Slurm session as the test user, and its own directory."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.smoke.report import CheckResult, Verdict
+from cluster_cli.smoke.slurm import JobInfo, SlurmSession, read_tail
+from cluster_cli.smoke.target import SmokeTarget
+from cluster_cli.smoke.thresholds import Thresholds
+from cluster_cli.smoke.users import make_user_dir
+
+
+@dataclass
+class CheckContext:
+    target: SmokeTarget
+    session: SlurmSession
+    run_id: str
+    run_dir: Path
+    training_dir: Path
+    config: dict[str, str]
+    torch_problem: str | None = None
+    deadline: float = field(default=math.inf)
+
+    def thresholds(self, detected_gpu: str | None = None) -> Thresholds:
+        return self.target.resolved_thresholds(detected_gpu)
+
+    def remaining(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+    def job_name(self, check: str) -> str:
+        return f"smoke-{self.run_id}-{check}"
+
+    def check_dir(self, check: str) -> Path:
+        path = self.run_dir / check
+        make_user_dir(path, self.session.user)
+        return path
+
+    def job_args(self, check: str) -> list[str]:
+        """Options every job of a check carries: name, time limit, partition and target extras."""
+        minutes = max(1, math.ceil(self.target.check_timeout_s / 60) + 1)
+        return [*self.session.job_args, f"--job-name={self.job_name(check)}", f"--time={minutes}"]
+
+    def all_nodes_args(self) -> list[str]:
+        nodes = self.target.nodes
+        return [f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def job_failure(name: str, info: JobInfo, output: Path, what: str) -> CheckResult:
+    """A failed check that names the job, its state and exit code, with the tail of its output."""
+    state = f"{info.state} (exit {info.exit_code})" if info.records else "gone from the controller"
+    reason = f"job {info.job_id} ended {state}: {what}"
+    if info.get("Reason") not in ("", "None"):
+        reason += f"; Slurm reason: {info.get('Reason')}"
+    return CheckResult(name, Verdict.FAIL, reason, job_ids=[info.job_id], output_tail=read_tail(output, 40))

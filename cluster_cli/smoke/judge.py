@@ -1,0 +1,268 @@
+"""Verdicts from the training jobs' result files: pure functions, no Slurm, no torch.
+
+Each takes the JSON the script wrote (see training/*.py) and the bounds in force and returns a
+CheckResult with the key figure, the threshold it was held to (None where no bound applies,
+e.g. CPU runs) and a reason that says what was seen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster_cli.smoke.report import CheckResult, Verdict
+from cluster_cli.smoke.thresholds import Thresholds
+
+GPU_RESUME_TOLERANCE = 1e-5
+
+
+def meets(value: float, threshold: float | None, comparison: str = ">=") -> bool:
+    """True when no bound applies or the value satisfies it (bounds are inclusive)."""
+    if threshold is None:
+        return True
+    return value >= threshold if comparison == ">=" else value <= threshold
+
+
+def human_bytes(nbytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size}{unit}"
+    return f"{nbytes}B"
+
+
+def scaling_efficiency(throughput_n: float, ranks: int, throughput_1: float) -> float:
+    """thr_N / (N * thr_1): 1.0 is perfectly linear scaling."""
+    if ranks < 1 or throughput_1 <= 0:
+        raise ValueError("need ranks >= 1 and a positive single-rank throughput")
+    return throughput_n / (ranks * throughput_1)
+
+
+def _on_gpu(result: dict[str, Any]) -> bool:
+    return bool(result.get("env", {}).get("device") == "cuda")
+
+
+def _bounded(
+    name: str,
+    value: float,
+    threshold: float | None,
+    figure_name: str,
+    unit: str,
+    seen: str,
+    comparison: str = ">=",
+    details: dict[str, Any] | None = None,
+) -> CheckResult:
+    ok = meets(value, threshold, comparison)
+    if threshold is None:
+        reason = f"{seen}; no threshold applies"
+    elif ok:
+        reason = f"{seen}, within {comparison} {threshold:g} {unit}".rstrip()
+    else:
+        reason = f"{seen}, below the required {comparison} {threshold:g} {unit}".rstrip()
+    return CheckResult(
+        name,
+        Verdict.PASS if ok else Verdict.FAIL,
+        reason,
+        value,
+        figure_name,
+        unit,
+        threshold,
+        comparison if threshold is not None else None,
+        details=details or {},
+    )
+
+
+def judge_allreduce(result: dict[str, Any], bounds: Thresholds) -> CheckResult:
+    largest = result["largest"]
+    env = result.get("env", {})
+    world = int(env.get("world_size", 0))
+    details = {"sizes": result.get("sizes", []), "world_size": world, "backend": env.get("backend")}
+    wrong = [row["bytes"] for row in result.get("sizes", []) if not row.get("correct")]
+    if wrong or not result.get("all_correct", False):
+        return CheckResult(
+            "allreduce",
+            Verdict.FAIL,
+            f"all_reduce returned wrong sums at {', '.join(human_bytes(size) for size in wrong) or 'some size'}",
+            details=details,
+        )
+    threshold = bounds.get("allreduce_busbw_gbps") if _on_gpu(result) and world > 1 else None
+    where = f"{world} ranks on {env.get('nnodes', '?')} node(s), {env.get('backend', '?')}"
+    seen = f"busbw {largest['busbw_gbps']:.3g} GB/s at {human_bytes(largest['bytes'])} ({where})"
+    if not _on_gpu(result):
+        seen += "; CPU run: the figure is not a hardware test"
+    elif world == 1:
+        seen += "; one rank: bus bandwidth is 0 by definition"
+    return _bounded(
+        "allreduce",
+        largest["busbw_gbps"],
+        threshold,
+        f"busbw@{human_bytes(largest['bytes'])}",
+        "GB/s",
+        seen,
+        details=details,
+    )
+
+
+def judge_ddp(result: dict[str, Any], baseline: dict[str, Any] | None, bounds: Thresholds) -> CheckResult:
+    world = int(result.get("env", {}).get("world_size", 0))
+    details: dict[str, Any] = {
+        "world_size": world,
+        "samples_per_s": result.get("samples_per_s"),
+        "step_time_ms": result.get("step_time_ms"),
+        "loss_first": result.get("loss_first"),
+        "loss_last": result.get("loss_last"),
+    }
+    problems = []
+    if not result.get("loss_decreased"):
+        problems.append(
+            f"loss did not fall ({result.get('loss_first'):.4g} -> {result.get('loss_last'):.4g})"
+        )
+    if not result.get("params_identical"):
+        problems.append(
+            f"parameters differ across ranks (digests {sorted(set(result.get('param_digests', [])))})"
+        )
+    if problems:
+        return CheckResult("ddp", Verdict.FAIL, "; ".join(problems), details=details)
+    throughput = float(result["samples_per_s"])
+    if baseline is None or world < 2:
+        seen = f"{throughput:.4g} samples/s on {world} rank(s), loss fell, parameters identical"
+        return _bounded("ddp", throughput, None, "throughput", "samples/s", seen, details=details)
+    details.update(
+        baseline_samples_per_s=baseline.get("samples_per_s"),
+        baseline_step_time_ms=baseline.get("step_time_ms"),
+    )
+    efficiency = scaling_efficiency(throughput, world, float(baseline["samples_per_s"]))
+    details["scaling_efficiency"] = efficiency
+    threshold = bounds.get("ddp_scaling_efficiency") if _on_gpu(result) else None
+    seen = (
+        f"efficiency {efficiency:.2f} ({throughput:.4g} samples/s on {world} ranks vs "
+        f"{float(baseline['samples_per_s']):.4g} on 1), loss fell, parameters identical"
+    )
+    if not _on_gpu(result):
+        seen += "; CPU ranks share cores, so no bound"
+    return _bounded("ddp", efficiency, threshold, "scaling eff", "", seen, details=details)
+
+
+def judge_fsdp(result: dict[str, Any]) -> CheckResult:
+    details = {
+        key: result.get(key)
+        for key in ("impl", "step_time_ms", "save_s", "load_s", "checkpoint_files", "steps")
+    }
+    details["world_size"] = result.get("env", {}).get("world_size")
+    problems = []
+    if not result.get("reload_equal"):
+        differing = [
+            rank
+            for rank, digest in enumerate(result.get("digests", []))
+            if digest.get("saved") != digest.get("loaded")
+        ]
+        problems.append(f"reloaded state differs from the saved one on rank(s) {differing}")
+    if not result.get("reload_was_needed"):
+        problems.append("the fresh model already equalled the saved state, so the reload proved nothing")
+    if not any(str(name).endswith(".distcp") for name in result.get("checkpoint_files", [])):
+        problems.append(f"no .distcp shard files in {result.get('checkpoint_dir')}")
+    if not result.get("loss_decreased"):
+        problems.append("loss did not fall")
+    if problems:
+        return CheckResult("fsdp", Verdict.FAIL, "; ".join(problems), details=details)
+    seen = (
+        f"{result.get('impl')} on {details['world_size']} ranks: {result['step_time_ms']:.3g} ms/step, "
+        f"DCP save {result.get('save_s', 0):.2f}s / load {result.get('load_s', 0):.2f}s, reload bitwise equal"
+    )
+    return _bounded("fsdp", float(result["step_time_ms"]), None, "step", "ms", seen, details=details)
+
+
+def judge_preempt(
+    train: dict[str, Any] | None,
+    reference: dict[str, Any] | None,
+    restarts: int,
+    checkpoint_step: int | None,
+    turnaround_s: float | None,
+) -> CheckResult:
+    """The job was requeued by Slurm, resumed where it checkpointed, and matches an uninterrupted run."""
+    details: dict[str, Any] = {
+        "restarts": restarts,
+        "checkpoint_step": checkpoint_step,
+        "turnaround_s": turnaround_s,
+    }
+    if restarts < 1:
+        return CheckResult(
+            "preempt", Verdict.FAIL, "the job was never requeued (Restarts=0)", details=details
+        )
+    if train is None:
+        return CheckResult("preempt", Verdict.FAIL, "the resumed run wrote no result", details=details)
+    details.update(resumed_from_step=train.get("resumed_from_step"), restart_count=train.get("restart_count"))
+    if train.get("status") != "completed" or int(train.get("restart_count", 0)) < 1:
+        return CheckResult(
+            "preempt",
+            Verdict.FAIL,
+            f"last result is {train.get('status')!r} from incarnation {train.get('restart_count')}, "
+            "not a completed run after the requeue",
+            details=details,
+        )
+    if checkpoint_step is None or train.get("resumed_from_step") != checkpoint_step:
+        return CheckResult(
+            "preempt",
+            Verdict.FAIL,
+            f"checkpointed at step {checkpoint_step} but resumed at step {train.get('resumed_from_step')}",
+            details=details,
+        )
+    if reference is None:
+        return CheckResult(
+            "preempt", Verdict.FAIL, "the uninterrupted reference run wrote no result", details=details
+        )
+    details.update(bitwise_equal=reference.get("bitwise_equal"), max_abs_diff=reference.get("max_abs_diff"))
+    on_gpu = _on_gpu(reference)
+    bitwise = bool(reference.get("bitwise_equal"))
+    diff = float(reference.get("max_abs_diff", float("inf")))
+    if not bitwise and (not on_gpu or diff > GPU_RESUME_TOLERANCE):
+        return CheckResult(
+            "preempt",
+            Verdict.FAIL,
+            f"final weights differ from the uninterrupted run (max |diff| {diff:.3g}"
+            f"{'' if on_gpu else '; CPU runs must match bitwise'})",
+            details=details,
+        )
+    equality = (
+        "bitwise equal" if bitwise else f"equal within {GPU_RESUME_TOLERANCE:g} (max |diff| {diff:.3g})"
+    )
+    seen = f"requeued {restarts}x, resumed at step {checkpoint_step}, final weights {equality} to an uninterrupted run"
+    if turnaround_s is None:
+        return CheckResult("preempt", Verdict.PASS, seen, details=details)
+    return _bounded("preempt", turnaround_s, None, "requeue->running", "s", seen, details=details)
+
+
+def judge_gpu(result: dict[str, Any], bounds: Thresholds) -> CheckResult:
+    if result.get("skipped"):
+        return CheckResult("gpu", Verdict.SKIP, str(result.get("reason", "skipped by the job")))
+    gpus = result.get("gpus", [])
+    if not gpus:
+        return CheckResult("gpu", Verdict.FAIL, "the job reported no GPU figures")
+    matmul_floor = bounds.get("matmul_bf16_tflops")
+    copy_floor = bounds.get("copy_tbps")
+    slow = []
+    for gpu in gpus:
+        where = f"{gpu.get('node')} gpu{gpu.get('local_rank')}"
+        if not meets(gpu["matmul_bf16_tflops"], matmul_floor):
+            slow.append(f"{where}: matmul {gpu['matmul_bf16_tflops']:.4g} TFLOP/s < {matmul_floor:g}")
+        if not meets(gpu["copy_tbps"], copy_floor):
+            slow.append(f"{where}: copy {gpu['copy_tbps']:.3g} TB/s < {copy_floor:g}")
+    worst_matmul = min(gpu["matmul_bf16_tflops"] for gpu in gpus)
+    worst_copy = min(gpu["copy_tbps"] for gpu in gpus)
+    names = sorted({str(gpu.get("gpu_name")) for gpu in gpus})
+    details = {"gpus": gpus, "copy_threshold_tbps": copy_floor, "gpu_names": names}
+    if slow:
+        return CheckResult(
+            "gpu",
+            Verdict.FAIL,
+            "; ".join(slow),
+            worst_matmul,
+            "min matmul bf16",
+            "TFLOP/s",
+            matmul_floor,
+            ">=" if matmul_floor is not None else None,
+            details=details,
+        )
+    seen = (
+        f"{len(gpus)} GPU(s) {', '.join(names)}: min matmul {worst_matmul:.4g} TFLOP/s, min copy "
+        f"{worst_copy:.3g} TB/s (copy floor {copy_floor if copy_floor is not None else 'none'})"
+    )
+    return _bounded("gpu", worst_matmul, matmul_floor, "min matmul bf16", "TFLOP/s", seen, details=details)

@@ -1,0 +1,285 @@
+"""Results of a smoke run and their writers: JSON (schema in ``REPORT_SCHEMA``), JUnit XML, a text table."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class Verdict(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class CheckResult:
+    """One check's outcome.
+
+    ``figure`` is the key measurement (``figure_name`` in ``unit``), ``threshold`` the bound it was
+    judged against with ``comparison`` (``>=`` or ``<=``); both are None where the check has no
+    numeric figure or no applicable bound. ``reason`` says why a check failed or was skipped (and
+    what it saw when it passed); ``output_tail`` holds the last lines of the job's output on failure.
+    """
+
+    name: str
+    verdict: Verdict
+    reason: str = ""
+    figure: float | None = None
+    figure_name: str = ""
+    unit: str = ""
+    threshold: float | None = None
+    comparison: str | None = None
+    duration_s: float = 0.0
+    job_ids: list[str] = field(default_factory=list)
+    output_tail: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "figure": _finite(self.figure),
+            "figure_name": self.figure_name,
+            "unit": self.unit,
+            "threshold": _finite(self.threshold),
+            "comparison": self.comparison,
+            "duration_s": round(self.duration_s, 3),
+            "job_ids": list(self.job_ids),
+            "output_tail": self.output_tail,
+            "details": _jsonable(self.details),
+        }
+
+
+@dataclass
+class SmokeReport:
+    results: list[CheckResult]
+    started_at: str
+    duration_s: float
+    target: dict[str, Any]
+    run_dir: str
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {verdict.value: sum(1 for r in self.results if r.verdict is verdict) for verdict in Verdict}
+
+    @property
+    def ok(self) -> bool:
+        """True when no check failed (skips do not fail a run)."""
+        return not any(result.verdict is Verdict.FAIL for result in self.results)
+
+    def result(self, name: str) -> CheckResult:
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "verdict": "pass" if self.ok else "fail",
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "counts": self.counts,
+            "run_dir": self.run_dir,
+            "target": _jsonable(self.target),
+            "checks": [result.to_dict() for result in self.results],
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Round-trip through json with str() for anything unusual (paths, enums)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "cluster-cli smoke report",
+    "type": "object",
+    "required": [
+        "schema_version",
+        "verdict",
+        "started_at",
+        "duration_s",
+        "counts",
+        "run_dir",
+        "target",
+        "checks",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "schema_version": {"const": REPORT_SCHEMA_VERSION},
+        "verdict": {"enum": ["pass", "fail"]},
+        "started_at": {"type": "string", "description": "ISO 8601 UTC"},
+        "duration_s": {"type": "number", "minimum": 0},
+        "counts": {
+            "type": "object",
+            "required": ["pass", "fail", "skip"],
+            "additionalProperties": False,
+            "properties": {key: {"type": "integer", "minimum": 0} for key in ("pass", "fail", "skip")},
+        },
+        "run_dir": {"type": "string"},
+        "target": {"type": "object"},
+        "checks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "name",
+                    "verdict",
+                    "reason",
+                    "figure",
+                    "figure_name",
+                    "unit",
+                    "threshold",
+                    "comparison",
+                    "duration_s",
+                    "job_ids",
+                    "output_tail",
+                    "details",
+                ],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "verdict": {"enum": ["pass", "fail", "skip"]},
+                    "reason": {"type": "string"},
+                    "figure": _NUMBER_OR_NULL,
+                    "figure_name": {"type": "string"},
+                    "unit": {"type": "string"},
+                    "threshold": _NUMBER_OR_NULL,
+                    "comparison": {"enum": [">=", "<=", None]},
+                    "duration_s": {"type": "number", "minimum": 0},
+                    "job_ids": {"type": "array", "items": {"type": "string"}},
+                    "output_tail": {"type": ["string", "null"]},
+                    "details": {"type": "object"},
+                },
+            },
+        },
+    },
+}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def write_json(report: SmokeReport, path: str | Path) -> None:
+    _atomic_write(Path(path), json.dumps(report.to_dict(), indent=2) + "\n")
+
+
+def junit_xml(report: SmokeReport, suite_name: str = "cluster-smoke") -> str:
+    """JUnit XML: one <testcase> per check; fail -> <failure>, skip -> <skipped>."""
+    counts = report.counts
+    suites = ET.Element("testsuites", name=suite_name)
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=suite_name,
+        tests=str(len(report.results)),
+        failures=str(counts["fail"]),
+        errors="0",
+        skipped=str(counts["skip"]),
+        time=f"{report.duration_s:.3f}",
+        timestamp=report.started_at,
+    )
+    properties = ET.SubElement(suite, "properties")
+    for key in sorted(report.target):
+        ET.SubElement(properties, "property", name=key, value=str(report.target[key]))
+    for result in report.results:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"{suite_name}.checks",
+            name=result.name,
+            time=f"{result.duration_s:.3f}",
+        )
+        if result.verdict is Verdict.FAIL:
+            failure = ET.SubElement(
+                case, "failure", message=_xml_safe(result.reason), type="SmokeCheckFailure"
+            )
+            failure.text = _xml_safe(result.output_tail or result.reason)
+        elif result.verdict is Verdict.SKIP:
+            ET.SubElement(case, "skipped", message=_xml_safe(result.reason))
+        out = ET.SubElement(case, "system-out")
+        out.text = _xml_safe(
+            f"{format_figure(result)}  threshold: {format_threshold(result)}\n{result.reason}"
+        )
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _xml_safe(text: str) -> str:
+    """Drop characters XML 1.0 cannot carry (job output may contain terminal control codes)."""
+    return "".join(
+        char
+        for char in text
+        if char in "\t\n\r"
+        or 0x20 <= ord(char) <= 0xD7FF
+        or 0xE000 <= ord(char) <= 0xFFFD
+        or 0x10000 <= ord(char) <= 0x10FFFF
+    )
+
+
+def write_junit(report: SmokeReport, path: str | Path) -> None:
+    _atomic_write(Path(path), junit_xml(report))
+
+
+def format_figure(result: CheckResult) -> str:
+    if result.figure is None:
+        return "-"
+    name = f"{result.figure_name} " if result.figure_name else ""
+    return f"{name}{result.figure:.4g}{(' ' + result.unit) if result.unit else ''}"
+
+
+def format_threshold(result: CheckResult) -> str:
+    if result.threshold is None:
+        return "-"
+    return f"{result.comparison or '>='} {result.threshold:g}{(' ' + result.unit) if result.unit else ''}"
+
+
+def format_table(report: SmokeReport, reasons: bool = True) -> str:
+    """Plain-text table: check, verdict, figure, threshold, time; then why each fail/skip happened."""
+    header = ("check", "verdict", "figure", "threshold", "time")
+    rows = [
+        (r.name, r.verdict.value.upper(), format_figure(r), format_threshold(r), f"{r.duration_s:.1f}s")
+        for r in report.results
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    counts = report.counts
+    lines.append(
+        f"{'PASS' if report.ok else 'FAIL'}: {counts['pass']} passed, {counts['fail']} failed, "
+        f"{counts['skip']} skipped in {report.duration_s:.1f}s"
+    )
+    if reasons:
+        for result in report.results:
+            if result.verdict is not Verdict.PASS and result.reason:
+                lines.append(f"{result.name} [{result.verdict.value}]: {result.reason}")
+    return "\n".join(lines)

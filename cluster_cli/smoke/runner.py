@@ -1,0 +1,136 @@
+"""run_smoke: set up the run directory and the test user, run the selected checks, report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cluster_cli.smoke.context import CheckContext
+from cluster_cli.smoke.registry import Check, select
+from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, write_json
+from cluster_cli.smoke.slurm import CheckTimeout, SlurmSession, SmokeSetupError, tail
+from cluster_cli.smoke.target import SmokeTarget
+from cluster_cli.smoke.users import ensure_user, make_user_dir
+
+TORCH_PROBE = "import torch; print(torch.__version__)"
+
+
+@dataclass(frozen=True)
+class SmokeEvent:
+    """Progress: ``start`` before a check runs, ``finish`` (with its result) after."""
+
+    kind: Literal["start", "finish"]
+    check: str
+    index: int
+    total: int
+    result: CheckResult | None = None
+
+
+ProgressCallback = Callable[[SmokeEvent], None]
+
+
+def run_smoke(
+    target: SmokeTarget, only: list[str] | None = None, progress: ProgressCallback | None = None
+) -> SmokeReport:
+    """Run the smoke checks (all, or the names in ``only``) against ``target``.
+
+    Raises ValueError for unknown check names and SmokeSetupError when nothing can run (no
+    Slurm client, controller unreachable, no usable test user). Every check yields a result,
+    even when it times out or breaks; the report is also written to <run_dir>/report.json.
+    """
+    checks = select(only)
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    start = time.monotonic()
+    user, created = ensure_user(target.user, target.create_user)
+    session = SlurmSession(
+        user,
+        target.slurm_conf,
+        job_args=target.job_args,
+        partition=target.partition,
+        accounting=target.accounting_enabled,
+    )
+    config_run = session.run(["scontrol", "show", "config"], timeout=30)
+    if config_run.returncode != 0:
+        raise SmokeSetupError(f"cannot reach slurmctld: {tail(config_run.output, 5)}")
+    config = session.show_config()
+    run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    run_dir = target.work_dir / f"run-{run_id}"
+    if not target.work_dir.exists():
+        make_user_dir(target.work_dir, user)
+    make_user_dir(run_dir, user)
+    training_dir = _copy_training(target.training_dir, run_dir / "training")
+    ctx = CheckContext(target, session, run_id, run_dir, training_dir, config)
+    if any(check.needs_torch for check in checks):
+        ctx.torch_problem = _probe_torch(ctx)
+    results: list[CheckResult] = []
+    try:
+        for index, check in enumerate(checks):
+            if progress:
+                progress(SmokeEvent("start", check.name, index, len(checks)))
+            result = _run_one(check, ctx)
+            results.append(result)
+            if progress:
+                progress(SmokeEvent("finish", check.name, index, len(checks), result))
+    finally:
+        session.cancel_by_name_prefix(f"smoke-{run_id}")
+    summary = target.summary()
+    summary.update(
+        user_created=created, slurm_version=config.get("SLURM_VERSION"), cluster=config.get("ClusterName")
+    )
+    report = SmokeReport(results, started_at, time.monotonic() - start, summary, str(run_dir))
+    write_json(report, run_dir / "report.json")
+    return report
+
+
+def _run_one(check: Check, ctx: CheckContext) -> CheckResult:
+    began = time.monotonic()
+    ctx.deadline = began + ctx.target.check_timeout_s
+    try:
+        result = check.run(ctx)
+    except CheckTimeout as error:
+        result = CheckResult(
+            check.name, Verdict.FAIL, f"timed out: {str(error).splitlines()[0]}", output_tail=str(error)
+        )
+    except Exception as error:  # noqa: BLE001 - one broken check must not end the suite
+        result = CheckResult(
+            check.name,
+            Verdict.FAIL,
+            f"the check itself broke: {type(error).__name__}: {error}",
+            output_tail=tail(traceback.format_exc(), 25),
+        )
+    result.name = check.name
+    result.duration_s = time.monotonic() - began
+    return result
+
+
+def _copy_training(source: Path, destination: Path) -> Path:
+    """Copy the scripts into the shared run directory, so every node runs the same bytes."""
+    if not (source / "launch.sh").is_file():
+        raise SmokeSetupError(f"training scripts not found in {source} (SmokeTarget.training_dir)")
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for path in [destination, *destination.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    return destination
+
+
+def _probe_torch(ctx: CheckContext) -> str | None:
+    """Can the target's python import torch on a node? One answer instead of five failed jobs."""
+    python = ctx.target.python
+    try:
+        done = ctx.session.run(
+            ["srun", *ctx.job_args("torch-probe"), "--nodes=1", "--ntasks=1", python, "-c", TORCH_PROBE],
+            timeout=min(120.0, ctx.target.check_timeout_s),
+        )
+    except CheckTimeout as error:
+        return f"probing torch on a node timed out: {str(error).splitlines()[0]}"
+    if done.returncode != 0:
+        return f"{python} cannot import torch on the nodes (SmokeTarget.python): {tail(done.output, 3)}"
+    return None

@@ -1,0 +1,92 @@
+"""What the smoke suite runs against: one plain dataclass, easy to build from an inventory."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.smoke import thresholds as _thresholds
+
+# The repository's training/ directory (scripts + sbatch files the training checks submit).
+DEFAULT_TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
+
+
+@dataclass
+class SmokeTarget:
+    """A Slurm cluster to smoke-test.
+
+    Only ``nodes`` and ``work_dir`` are required. Jobs are submitted as ``user`` (never root);
+    ``work_dir`` must be visible at the same path on the submit host and on every node.
+    """
+
+    nodes: list[str]
+    """Slurm node names the suite must reach (every one is used by the all-node checks)."""
+    work_dir: Path
+    """Shared directory for scripts, job output and checkpoints; one sub-directory per run."""
+    partition: str | None = None
+    """Partition to submit to; None: the cluster's default partition."""
+    slurm_conf: Path | None = None
+    """slurm.conf for the client commands (exported as SLURM_CONF); None: the default lookup."""
+    gpus_per_node: int = 0
+    """GPUs (gres/gpu) each node offers; 0 skips the GPU checks."""
+    gpu_type: str | None = None
+    """e.g. "H100", "H200" (a torch device name also works); None: detect from the GPU check."""
+    fake_gpus: bool = False
+    """GPUs are fake device files: binding is checked, performance checks skip."""
+    accounting_enabled: bool = False
+    """slurmdbd accounting is configured; when False the sacct check skips."""
+    user: str = "smoke"
+    """Unprivileged user that submits every job."""
+    create_user: bool = True
+    """When running as root, create ``user`` on this host if it is missing (useradd)."""
+    python: str = "python3"
+    """Python on the nodes that has torch (the training venv), used by the training checks."""
+    thresholds: dict[str, float | None] = field(default_factory=dict)
+    """Overrides of the per-GPU-type defaults (keys in thresholds.THRESHOLD_KEYS; None unsets)."""
+    check_timeout_s: float = 180.0
+    """Longest any one check may take before it is cancelled and failed."""
+    cpu_ranks_per_node: int = 1
+    """Training ranks per node when there is no real GPU (gloo on CPU)."""
+    gpu_device_glob: str = "/dev/nvidia[0-9]*"
+    """Where the GPU device files are on the nodes (fake GPUs: e.g. /dev/fake-gpu/nvidia[0-9]*)."""
+    expedite_requeue: bool = True
+    """Preempt check: move the requeued job's start time to now. Slurm otherwise holds a requeued
+    job for AuthInfo cred_expire (default 120 s) before it may start again."""
+    job_args: list[str] = field(default_factory=list)
+    """Extra options for every sbatch/srun/salloc (e.g. ["--account=ops", "--qos=debug"])."""
+    training_dir: Path = DEFAULT_TRAINING_DIR
+    """Directory with the training scripts; copied into each run directory."""
+
+    def __post_init__(self) -> None:
+        self.nodes = list(self.nodes)
+        self.work_dir = Path(self.work_dir)
+        self.training_dir = Path(self.training_dir)
+        if self.slurm_conf is not None:
+            self.slurm_conf = Path(self.slurm_conf)
+        if not self.nodes:
+            raise ValueError("SmokeTarget.nodes: at least one node is needed")
+        if self.gpus_per_node < 0 or self.cpu_ranks_per_node < 1:
+            raise ValueError("gpus_per_node must be >= 0 and cpu_ranks_per_node >= 1")
+        if self.check_timeout_s <= 0:
+            raise ValueError("check_timeout_s must be positive")
+        if self.user == "root":
+            raise ValueError("SmokeTarget.user: jobs must not run as root")
+        _thresholds.resolve(self.gpu_type, self.thresholds)  # unknown keys fail early
+
+    @property
+    def real_gpus(self) -> bool:
+        return self.gpus_per_node > 0 and not self.fake_gpus
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.gpus_per_node if self.real_gpus else self.cpu_ranks_per_node
+
+    def resolved_thresholds(self, detected_gpu: str | None = None) -> _thresholds.Thresholds:
+        """Bounds in force: GPU-type defaults (none on CPU or fake GPUs) plus overrides."""
+        gpu_type = (self.gpu_type or detected_gpu) if self.real_gpus else None
+        return _thresholds.resolve(gpu_type, self.thresholds)
+
+    def summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {key: (str(value) if isinstance(value, Path) else value) for key, value in data.items()}

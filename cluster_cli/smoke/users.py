@@ -1,0 +1,42 @@
+"""The unprivileged account that submits the smoke jobs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from cluster_cli.smoke.slurm import SmokeSetupError, User
+
+
+def ensure_user(name: str, create: bool) -> tuple[User, bool]:
+    """Look the user up; as root (and when allowed) create it with useradd. Returns (user, created).
+
+    Only this host is changed: on a multi-host cluster the account must already exist with the
+    same UID on every node (the deployment creates it), or jobs fail at launch.
+    """
+    try:
+        return User.lookup(name), False
+    except KeyError:
+        pass
+    if not create:
+        raise SmokeSetupError(f"test user {name!r} does not exist (and creating it was not allowed)")
+    if os.geteuid() != 0:
+        raise SmokeSetupError(f"test user {name!r} does not exist; only root can create it")
+    done = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/bash", "--comment", "cluster-cli smoke tests", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SmokeSetupError(f"useradd {name} failed: {done.stderr.strip()}")
+    return User.lookup(name), True
+
+
+def make_user_dir(path: Path, user: User) -> None:
+    """Create ``path`` (and parents) and hand the leaf to the user, so jobs can write there."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(path, user.uid, user.gid)
+    path.chmod(0o755)
