@@ -317,7 +317,7 @@ class GpuThreshold(StrictModel):
 class Training(StrictModel):
     """The Python/PyTorch training environment and the smoke jobs."""
 
-    python: str = Field("python3", description="Interpreter the virtual environment is made from.")
+    python: str = Field("/usr/bin/python3", description="Interpreter the virtual environment is made from.")
     torch_version: str = Field("2.13.0", description="Pinned torch version.")
     venv_path: str = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
     work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")

@@ -21,7 +21,6 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
     training = inventory.training
     config_src = str(build_dir / "slurm")
     variables: dict[str, Any] = {
-        "cluster_name": cluster.name,
         # common
         "common_slurm_user": slurm.user,
         "common_slurm_group": slurm.user,
@@ -43,7 +42,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmdbd_storage_loc": accounting.database,
         "slurmdbd_storage_user": accounting.database_user,
         "slurmdbd_cluster_name": cluster.name,
-        "slurmdbd_accounts": [accounting.account],
+        "slurmdbd_accounts": [{"name": accounting.account}],
         "slurmdbd_users": [{"name": user, "account": accounting.account} for user in accounting.users],
         # slurmctld
         "slurmctld_port": inventory.controllers.port,
@@ -54,8 +53,6 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version,
-        "training_env_work_dir": training.work_dir,
-        "training_env_test_user": training.test_user,
     }
     return variables
 
