@@ -58,13 +58,20 @@ def write_files(directory: Path, files: list[RenderedFile]) -> None:
                 handle.write(item.content)
             os.chmod(target, item.mode)
         previous = directory.with_name(f".{directory.name}.old")
-        if directory.exists():
-            if previous.exists():
-                shutil.rmtree(previous)
-            directory.rename(previous)
-        staging.rename(directory)
         if previous.exists():
             shutil.rmtree(previous)
+        moved_aside = False
+        if directory.exists():
+            directory.rename(previous)
+            moved_aside = True
+        try:
+            staging.rename(directory)
+        except BaseException:
+            if moved_aside:  # put the previous build back: never leave no build at all
+                previous.rename(directory)
+            raise
+        if moved_aside:
+            shutil.rmtree(previous, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
