@@ -20,7 +20,9 @@ from cluster_cli.cluster import Cluster, load_cluster
 from cluster_cli.errors import ClusterCliError, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
-from cluster_cli.progress import PlaybookProgress, node_table, summary_table
+from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_table
+from cluster_cli.smoke import CHECKS, SmokeSetupError, format_table, run_smoke, write_json, write_junit
+from cluster_cli.smoke_target import smoke_target
 from cluster_cli.status import collect_status
 
 EXIT_FAILURE = 1
@@ -185,6 +187,50 @@ def status(inventory: Path, as_json: bool) -> None:
         verdict = "[green]healthy[/green]" if report.healthy else "[red]unhealthy[/red]"
         console.print(f"cluster is {verdict}")
     if not report.healthy:
+        raise SystemExit(EXIT_FAILURE)
+
+
+@main.command()
+@inventory_argument
+@click.option("--only", help="Comma-separated checks to run (default: all). See --list.")
+@click.option("--partition", help="Partition to test (default: the default partition).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JUnit XML report here.")
+@click.option("--timeout", "timeout_s", type=float, default=180.0, show_default=True, help="Seconds any one check may take.")
+@click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
+def smoke(
+    inventory: Path, only: str | None, partition: str | None, json_path: Path | None, junit_path: Path | None,
+    timeout_s: float, list_checks: bool,
+) -> None:
+    """Run the post-install smoke jobs as an unprivileged user; exit 0 only if none failed.
+
+    Runs where the Slurm client commands reach the cluster (the controller or a login node).
+    """
+    if list_checks:
+        for check in CHECKS:
+            click.echo(f"{check.name:18} {check.summary}")
+        return
+    cluster = _load(inventory)
+    console = Console(highlight=False)
+    names = [name.strip() for name in only.split(",") if name.strip()] if only else None
+    try:
+        target = smoke_target(cluster, partition, timeout_s)
+        report = run_smoke(target, names, SmokeProgress(console))
+    except (ClusterCliError, SmokeSetupError, ValueError) as error:
+        _fail(str(error))
+    console.print(format_table(report), markup=False)
+    if json_path:
+        write_json(report, json_path)
+        console.print(f"JSON report: {json_path}")
+    if junit_path:
+        write_junit(report, junit_path)
+        console.print(f"JUnit report: {junit_path}")
+    counts = report.counts
+    console.print(
+        f"smoke: {counts.get('pass', 0)} passed, {counts.get('fail', 0)} failed, {counts.get('skip', 0)} skipped "
+        f"in {report.duration_s:.0f} s (run directory {report.run_dir})"
+    )
+    if not report.ok:
         raise SystemExit(EXIT_FAILURE)
 
 

@@ -311,7 +311,10 @@ class GpuThreshold(StrictModel):
 
     allreduce_busbw_gbps: float | None = Field(None, gt=0, description="All-reduce bus bandwidth floor, GB/s.")
     matmul_bf16_tflops: float | None = Field(None, gt=0, description="bf16 dense matmul floor, TFLOP/s.")
-    memcpy_tbps: float | None = Field(None, gt=0, description="Device memory copy floor, TB/s.")
+    copy_tbps: float | None = Field(None, gt=0, description="Device memory copy floor, TB/s.")
+    ddp_scaling_efficiency: float | None = Field(
+        None, gt=0, le=1, description="DDP scaling efficiency floor, throughput_N / (N x throughput_1)."
+    )
 
 
 class Training(StrictModel):

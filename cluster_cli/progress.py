@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cluster_cli.ansible.runner import PlaybookResult
+from cluster_cli.smoke import SmokeEvent
 from cluster_cli.status import ClusterStatus
 
 
@@ -77,3 +78,24 @@ def node_table(report: ClusterStatus) -> Table:
     for name in report.missing_nodes:
         table.add_row(name, "[red]not in sinfo[/red]", "", "")
     return table
+
+
+class SmokeProgress:
+    """One line per finished check: verdict, figure, time."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def __call__(self, event: SmokeEvent) -> None:
+        if event.kind == "start":
+            self.console.print(f"[{event.index + 1}/{event.total}] {event.check} ...", highlight=False)
+            return
+        result = event.result
+        if result is None:
+            return
+        colour = {"pass": "green", "fail": "red", "skip": "yellow"}.get(result.verdict.value, "white")
+        self.console.print(
+            f"[{event.index + 1}/{event.total}] {event.check}: [{colour}]{result.verdict.value}[/{colour}] "
+            f"({result.duration_s:.1f} s)",
+            highlight=False,
+        )
