@@ -1,0 +1,97 @@
+"""Helpers shared by the unit tests: a base inventory, exact problem lists, line lookup.
+
+Line numbers in expectations are found by searching the test's own YAML text for the line the
+problem must point at (``line_of(text, "  base_port: 17001")``): an oracle independent of the
+loader, so a wrong line in cluster-cli fails the test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster_cli.cluster import Cluster, load_cluster_text
+from cluster_cli.errors import InventoryError
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_INVENTORIES = {
+    "local": REPO / "inventories" / "local" / "inventory.yaml",
+    **{path.stem: path for path in sorted((REPO / "inventories" / "examples").glob("*.yaml"))},
+}
+FILE = "inv.yaml"
+
+# A small cluster with both kinds of node group: four multi-host GPU nodes reached by address and
+# two slurmd instances on one host ("box") with fake GPUs. Tests edit it with str.replace.
+BASE = """\
+cluster_name: test
+hosts:
+  - name: head
+    address: 10.0.0.1
+  - name: box
+    address: 10.0.0.2
+controllers:
+  primary: head
+accounting:
+  host: head
+login: [head]
+node_groups:
+  - name: gpu
+    nodes: gpu[1-4]
+    addresses: 10.0.1.[1-4]
+    sockets: 2
+    cores_per_socket: 8
+    real_memory_mb: 64000
+    gpus:
+      count: 2
+      type: a100
+      devices: /dev/nvidia[0-1]
+  - name: dev
+    nodes: dev[1-2]
+    host: box
+    base_port: 17001
+    cores_per_socket: 2
+    real_memory_mb: 1000
+    gpus:
+      count: 1
+      devices: /dev/fake[0-1]
+      fake: true
+partitions:
+  - name: all
+    nodes: [gpu, dev]
+    default: true
+"""
+
+
+def line_of(text: str, snippet: str) -> int:
+    """1-based line of the only line of ``text`` that contains ``snippet`` (that ends with it,
+    when the snippet ends with ``$``)."""
+    if snippet.endswith("$"):
+        found = [
+            number for number, line in enumerate(text.splitlines(), start=1) if line.endswith(snippet[:-1])
+        ]
+    else:
+        found = [number for number, line in enumerate(text.splitlines(), start=1) if snippet in line]
+    assert len(found) == 1, f"{snippet!r} is on lines {found} of the test inventory"
+    return found[0]
+
+
+def edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
+    return text.replace(old, new)
+
+
+def problems(text: str, file: str = FILE) -> list[str]:
+    """Every problem reported for ``text`` as ``file:line: field: message``; [] if it is valid."""
+    try:
+        load_cluster_text(text, file)
+    except InventoryError as error:
+        return [str(problem) for problem in error.problems]
+    return []
+
+
+def load(text: str, file: str = FILE) -> Cluster:
+    return load_cluster_text(text, file)
+
+
+def problem(text: str, snippet: str, field: str, message: str) -> str:
+    """The expected problem string at the line of ``snippet``."""
+    return f"{FILE}:{line_of(text, snippet)}: {field}: {message}"
