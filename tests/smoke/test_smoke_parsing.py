@@ -1,0 +1,113 @@
+"""Parsing Slurm's output and judging GPU binding evidence; check selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster_cli.smoke import CHECK_NAMES
+from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
+from cluster_cli.smoke.registry import select
+from cluster_cli.smoke.slurm import JobInfo, parse_scontrol_record
+
+# Shortened `scontrol show job -o` line of an array task (Slurm 22.05).
+LINE = (
+    "JobId=780029 ArrayJobId=780027 ArrayTaskId=1 JobName=my job UserId=smoke(1001) JobState=RUNNING "
+    "Reason=None Requeue=1 Restarts=0 ExitCode=0:0 AllocNode:Sid=localhost:3673 "
+    "TRES=cpu=1,mem=2000M,node=1,billing=1 NodeList=smk1 StdOut=/dev/null Power= "
+)
+
+
+def test_parse_scontrol_record_keeps_spaces_and_equals_in_values():
+    record = parse_scontrol_record(LINE)
+    assert record["JobName"] == "my job"
+    assert record["TRES"] == "cpu=1,mem=2000M,node=1,billing=1"
+    assert record["AllocNode:Sid"] == "localhost:3673"
+    assert record["JobState"] == "RUNNING" and record["ArrayTaskId"] == "1"
+    assert record["Power"] == ""
+
+
+def test_job_info_is_finished_only_when_every_array_task_is():
+    running = parse_scontrol_record(LINE)
+    done = {**running, "JobState": "COMPLETED"}
+    assert not JobInfo("780027", [done, running]).finished
+    assert JobInfo("780027", [done, {**done, "JobState": "FAILED"}]).finished
+    assert not JobInfo("1", []).finished  # unknown is not finished
+    requeued = JobInfo("5", [{"JobState": "PENDING", "Restarts": "1", "Reason": "BeginTime"}])
+    assert requeued.restarts == 1 and requeued.state == "PENDING" and requeued.get("Reason") == "BeginTime"
+    assert not JobInfo("5", [{"JobState": "COMPLETING"}]).finished
+
+
+def task(node, index, cvd, allowed=(), denied=()):
+    return {
+        "node": node,
+        "task": index,
+        "cuda_visible_devices": cvd,
+        "allowed": list(allowed),
+        "denied": list(denied),
+    }
+
+
+def test_constrained_devices_are_the_evidence_even_when_cvd_is_always_zero():
+    # What Slurm 22.05 with ConstrainDevices=yes reports: CUDA_VISIBLE_DEVICES=0 in every task,
+    # the device cgroup lets each task open only its own GPU (other nodes' files are not denied).
+    tasks = [
+        task("smk1", 0, "0", ["/d/nvidia0", "/d/nvidia2"], ["/d/nvidia1"]),
+        task("smk1", 1, "0", ["/d/nvidia1", "/d/nvidia2"], ["/d/nvidia0"]),
+        task("smk2", 2, "0", ["/d/nvidia0", "/d/nvidia2"], ["/d/nvidia3"]),
+        task("smk2", 3, "0", ["/d/nvidia0", "/d/nvidia3"], ["/d/nvidia2"]),
+    ]
+    identities = gpu_identities(tasks)
+    assert identities == {
+        "smk1": {0: ("/d/nvidia0",), 1: ("/d/nvidia1",)},
+        "smk2": {2: ("/d/nvidia2",), 3: ("/d/nvidia3",)},
+    }
+    assert binding_problems(identities, 2) == []
+
+
+def test_shared_gpu_is_reported():
+    tasks = [
+        task("n1", 0, "0", ["/d/nvidia0", "/d/nvidia1"], []),
+        task("n1", 1, "0", ["/d/nvidia0", "/d/nvidia1"], []),
+    ]
+    problems = binding_problems(gpu_identities(tasks), 2)
+    assert problems == ["n1: tasks 0 and 1 share ['0']"]
+
+
+def test_without_a_device_constraint_cuda_visible_devices_must_differ():
+    good = [task("n1", 0, "0"), task("n1", 1, "1")]
+    assert binding_problems(gpu_identities(good), 2) == []
+    greedy = [task("n1", 0, "0,1"), task("n1", 1, "1")]
+    problems = binding_problems(gpu_identities(greedy), 2)
+    assert "n1 task 0: sees 2 GPU(s) ['0', '1'], expected exactly 1" in problems
+
+
+def test_missing_tasks_and_gpu_less_tasks_are_reported():
+    problems = binding_problems(gpu_identities([task("n1", 0, "")]), 2)
+    assert "n1: 1 task(s) reported, expected 2" in problems
+    assert "n1 task 0: sees 0 GPU(s) [], expected exactly 1" in problems
+
+
+def test_select_keeps_suite_order_and_refuses_unknown_names():
+    assert [check.name for check in select(["ddp", "srun"])] == ["srun", "ddp"]
+    assert [check.name for check in select(None)] == list(CHECK_NAMES)
+    with pytest.raises(ValueError, match="unknown check"):
+        select(["srun", "bogus"])
+
+
+def test_check_names_are_unique_and_cover_the_issue():
+    assert len(set(CHECK_NAMES)) == len(CHECK_NAMES)
+    assert {
+        "srun",
+        "gpu-binding",
+        "job-array",
+        "dependency",
+        "salloc",
+        "pty",
+        "kill-on-bad-exit",
+        "sacct",
+        "allreduce",
+        "ddp",
+        "fsdp",
+        "preempt",
+        "gpu",
+    } == set(CHECK_NAMES)
