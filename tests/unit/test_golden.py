@@ -1,0 +1,89 @@
+"""Golden files: what cluster-cli renders for every shipped inventory, byte for byte.
+
+The files under tests/unit/golden/<inventory>/ are the specification of the rendered configs;
+they were reviewed line by line against the field notes and Slurm's documentation. A change in
+a renderer that alters them fails here, and the diff is the review.
+
+Regenerate them after an intended change, then read the diff before committing it:
+
+    UPDATE_GOLDEN=1 pytest tests/unit/test_golden.py
+    git diff tests/unit/golden/
+
+Each golden file is the build-directory path plus ``.golden`` (``slurm/slurm.conf.golden``,
+``ansible/inventory.yml.golden``), so that yamllint and ansible-lint leave them alone.
+
+The database password is fixed (GOLDEN_PASSWORD) and HOME is /home/operator, so that
+``~/.ssh/...`` key paths in the Ansible inventory do not depend on who runs the tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from unit_helpers import SHIPPED_INVENTORIES
+
+from cluster_cli.cluster import load_cluster
+from cluster_cli.render import render_configs
+from cluster_cli.render.ansible_inventory import render_ansible_inventory
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN_PASSWORD = "golden-Test_password-0123456789"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+SUFFIX = ".golden"
+
+
+def rendered(name: str) -> dict[str, str]:
+    cluster = load_cluster(SHIPPED_INVENTORIES[name])
+    files = {item.path: item.content for item in render_configs(cluster, GOLDEN_PASSWORD)}
+    files["ansible/inventory.yml"] = render_ansible_inventory(cluster)
+    return files
+
+
+def golden_files(name: str) -> dict[str, str]:
+    directory = GOLDEN / name
+    return {
+        str(path.relative_to(directory)).removesuffix(SUFFIX): path.read_text(encoding="utf-8")
+        for path in sorted(directory.rglob(f"*{SUFFIX}"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(autouse=True)
+def fixed_home(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/operator")
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
+def test_rendered_files_match_the_golden_files(name):
+    files = rendered(name)
+    if UPDATE:
+        directory = GOLDEN / name
+        for path in directory.rglob("*") if directory.exists() else []:
+            if path.is_file():
+                path.unlink()
+        for relative, content in files.items():
+            target = directory / f"{relative}{SUFFIX}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+    expected = golden_files(name)
+    assert sorted(files) == sorted(expected), "a file appeared or disappeared: UPDATE_GOLDEN=1 and review"
+    for relative in expected:
+        assert files[relative] == expected[relative], f"{name}/{relative} differs from its golden file"
+
+
+def test_every_shipped_inventory_has_goldens_and_no_stale_ones_are_left():
+    assert sorted(path.name for path in GOLDEN.iterdir() if path.is_dir()) == sorted(SHIPPED_INVENTORIES)
+
+
+def test_expected_files_per_inventory():
+    assert sorted(golden_files("local")) == [
+        "ansible/inventory.yml",
+        "nccl/nccl.conf",
+        "slurm/cgroup.conf",
+        "slurm/gres.conf",
+        "slurm/slurm.conf",
+        "slurm/slurmdbd.conf",
+    ]
+    assert "slurm/topology.conf" in golden_files("gpu-cluster")
