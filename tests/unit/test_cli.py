@@ -1,0 +1,254 @@
+"""The cluster-cli command: validate, render and schema, their exit codes (0 ok, 1 failed,
+2 invalid inventory) and messages."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
+
+from cluster_cli import __version__
+from cluster_cli.cli import main
+from cluster_cli.model import Inventory
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch) -> CliRunner:
+    # secrets and default build directories go to a private state home
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return CliRunner()
+
+
+def write(tmp_path: Path, text: str, name: str = "inventory.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# -- validate --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "summary"),
+    [
+        ("local", "cluster 'local' is valid: 3 nodes in 1 group, 3 GPUs, 1 partition, 1 managed host."),
+        ("minimal", "cluster 'minimal' is valid: 4 nodes in 1 group, 16 GPUs, 1 partition, 5 managed hosts."),
+        (
+            "gpu-cluster",
+            "cluster 'atlas' is valid: 56 nodes in 3 groups, 384 GPUs, 3 partitions, 60 managed hosts.",
+        ),
+    ],
+)
+def test_validate_shipped_inventories(runner, name, summary):
+    path = SHIPPED_INVENTORIES[name]
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{path}: {summary}\n"
+    assert result.stderr == ""
+
+
+def test_validate_quiet(runner):
+    result = runner.invoke(main, ["validate", "-q", str(SHIPPED_INVENTORIES["local"])])
+    assert (result.exit_code, result.output) == (0, "")
+
+
+def test_validate_invalid_inventory_lists_every_problem_and_exits_2(runner, tmp_path):
+    text = edit(BASE, "login: [head]", "logn: [head]")
+    text = edit(text, "count: 2", "count: 0")
+    path = write(tmp_path, text)
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{path}:{line_of(text, 'logn')}: logn: unknown field (did you mean 'login'?); known fields: "
+        + ", ".join(sorted(Inventory.model_fields)),
+        f"{path}:{line_of(text, 'count: 0')}: node_groups[0].gpus.count: Input should be greater than or equal to 1",
+        f"{path}: 2 problems; nothing was changed.",
+    ]
+
+
+def test_validate_one_problem_is_singular(runner, tmp_path):
+    text = edit(BASE, "nodes: [gpu, dev]", "nodes: [gpu]")
+    path = write(tmp_path, text)
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:{line_of(text, 'partitions:')}: partitions: nodes in no partition: dev[1-2]",
+        f"{path}: 1 problem; nothing was changed.",
+    ]
+
+
+def test_validate_missing_file_exits_2(runner, tmp_path):
+    path = tmp_path / "nope.yaml"
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"{path}:1: (file): cannot read: No such file or directory"
+
+
+def test_validate_invalid_yaml_exits_2_without_traceback(runner, tmp_path):
+    path = write(tmp_path, "cluster_name: [\n")
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[0].startswith(f"{path}:2: (yaml): invalid YAML: ")
+
+
+def test_usage_errors_exit_2(runner):
+    assert runner.invoke(main, ["validate"]).exit_code == 2
+    assert runner.invoke(main, ["no-such-command"]).exit_code == 2
+
+
+def test_version(runner):
+    result = runner.invoke(main, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"cluster-cli, version {__version__}\n")
+
+
+# -- render ----------------------------------------------------------------------------------------
+
+
+def test_render_writes_the_build_directory(runner, tmp_path):
+    out = tmp_path / "build"
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["gpu-cluster"]), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    for relative in (
+        "slurm/slurm.conf",
+        "slurm/gres.conf",
+        "slurm/cgroup.conf",
+        "slurm/topology.conf",
+        "nccl/nccl.conf",
+        "ansible/inventory.yml",
+    ):
+        assert f"wrote {out / relative}" in lines
+        assert mode(out / relative) == 0o644
+    assert f"wrote {out / 'slurm/slurmdbd.conf'} (0600, holds a secret)" in lines
+    assert mode(out / "slurm" / "slurmdbd.conf") == 0o600
+    assert mode(out) == 0o700
+    secrets_dir = tmp_path / "state" / "cluster-cli" / "atlas" / "secrets"
+    password = (secrets_dir / "slurmdbd_password").read_text().strip()
+    assert f"StoragePass={password}\n" in (out / "slurm" / "slurmdbd.conf").read_text()
+    for path in out.rglob("*"):
+        if path.is_file() and path.name != "slurmdbd.conf" and mode(path) != 0o600:
+            assert password not in path.read_text(), f"{path} is readable by others and holds the password"
+    assert password not in result.output
+
+
+def test_render_twice_reuses_the_secrets_and_gives_the_same_files(runner, tmp_path):
+    inventory = str(SHIPPED_INVENTORIES["local"])
+    out = tmp_path / "build"
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    first = {str(path.relative_to(out)): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    second = {str(path.relative_to(out)): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    assert first == second
+
+
+def test_render_default_build_directory(runner, tmp_path):
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["minimal"])])
+    assert result.exit_code == 0, result.output
+    build = tmp_path / "state" / "cluster-cli" / "minimal" / "build"
+    assert (build / "slurm" / "slurm.conf").is_file()
+    assert mode(tmp_path / "state" / "cluster-cli" / "minimal" / "secrets") == 0o700
+
+
+def test_render_invalid_inventory_changes_nothing(runner, tmp_path):
+    path = write(tmp_path, edit(BASE, "count: 2", "count: -1"))
+    out = tmp_path / "build"
+    result = runner.invoke(main, ["render", str(path), "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"{path}: 1 problem; nothing was changed."
+    assert not out.exists()
+    assert not (tmp_path / "state").exists(), "no secrets are generated for an invalid inventory"
+
+
+def test_render_unwritable_output_exits_1(runner, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(blocker / "build")])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: cannot write ")
+    assert "Traceback" not in result.output
+
+
+def test_render_with_a_password_slurmdbd_conf_cannot_hold_exits_1(runner, tmp_path):
+    secrets_dir = tmp_path / "state" / "cluster-cli" / "local" / "secrets"
+    secrets_dir.mkdir(parents=True, mode=0o700)
+    (secrets_dir / "slurmdbd_password").write_text("bad#password\n")
+    out = tmp_path / "build"
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(out)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {secrets_dir / 'slurmdbd_password'}: the database password is empty or contains '#', "
+        "quotes or white space\n"
+    )
+    assert "bad#password" not in result.output
+    assert not out.exists()
+
+
+def test_render_keeps_the_previous_build_when_it_fails(runner, tmp_path):
+    inventory = str(SHIPPED_INVENTORIES["local"])
+    out = tmp_path / "build"
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    before = (out / "slurm" / "slurm.conf").read_text()
+    (tmp_path / "state" / "cluster-cli" / "local" / "secrets" / "slurmdbd_password").write_text(
+        "bad password\n"
+    )
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 1
+    assert (out / "slurm" / "slurm.conf").read_text() == before
+
+
+# -- schema ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    result = CliRunner().invoke(main, ["schema"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_schema_is_a_valid_json_schema(schema):
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"] == "cluster-cli inventory"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
+def test_shipped_inventories_validate_against_the_schema(schema, name):
+    document = yaml.safe_load(SHIPPED_INVENTORIES[name].read_text())
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+def test_the_base_test_inventory_validates_against_the_schema(schema):
+    jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(BASE))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("login: [head]", "logn: [head]"),
+        ("count: 2", "count: 0"),
+        ("cluster_name: test", "cluster_name: Test"),
+        ("      type: a100\n", "      type: a100\n      autodetect: maybe\n"),
+        ("    cores_per_socket: 8\n", ""),
+    ],
+)
+def test_the_schema_rejects_what_validate_rejects(schema, old, new):
+    document = yaml.safe_load(edit(BASE, old, new))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(document)
+
+
+def test_schema_output_is_stable(runner):
+    assert runner.invoke(main, ["schema"]).stdout == runner.invoke(main, ["schema"]).stdout

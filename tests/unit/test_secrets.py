@@ -1,0 +1,125 @@
+"""Generated secrets: created once, reused, private on disk, never shown."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from cluster_cli import paths
+from cluster_cli.errors import ClusterCliError
+from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_BYTES, MUNGE_KEY_FILE, ensure_secrets
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_first_run_creates_private_secrets(tmp_path):
+    directory = tmp_path / "state" / "secrets"
+    secrets = ensure_secrets(directory)
+    assert secrets.directory == directory
+    assert mode(directory) == 0o700
+    assert secrets.munge_key_path == directory / MUNGE_KEY_FILE
+    assert secrets.db_password_path == directory / DB_PASSWORD_FILE
+    assert mode(secrets.munge_key_path) == 0o600
+    assert mode(secrets.db_password_path) == 0o600
+    assert len(secrets.munge_key_path.read_bytes()) == MUNGE_KEY_BYTES == 1024
+    assert sorted(path.name for path in directory.iterdir()) == [MUNGE_KEY_FILE, DB_PASSWORD_FILE], (
+        "no temporary files left"
+    )
+
+
+def test_the_password_can_go_into_slurmdbd_conf(tmp_path):
+    # slurmdbd.conf cannot quote: letters, digits, '-' and '_' only, long enough
+    for index in range(20):
+        password = ensure_secrets(tmp_path / str(index)).db_password()
+        assert re.fullmatch(r"[A-Za-z0-9_-]{40,}", password), password
+
+
+def test_secrets_are_generated_once_and_reused(tmp_path):
+    first = ensure_secrets(tmp_path)
+    key, password = first.munge_key_path.read_bytes(), first.db_password()
+    stamps = (first.munge_key_path.stat().st_mtime_ns, first.db_password_path.stat().st_mtime_ns)
+    second = ensure_secrets(tmp_path)
+    assert second.munge_key_path.read_bytes() == key
+    assert second.db_password() == password
+    assert (second.munge_key_path.stat().st_mtime_ns, second.db_password_path.stat().st_mtime_ns) == stamps
+
+
+def test_each_secret_is_made_only_when_missing(tmp_path):
+    first = ensure_secrets(tmp_path)
+    key = first.munge_key_path.read_bytes()
+    first.db_password_path.unlink()
+    second = ensure_secrets(tmp_path)
+    assert second.munge_key_path.read_bytes() == key
+    assert second.db_password()
+
+
+def test_two_clusters_get_different_secrets(tmp_path):
+    one, two = ensure_secrets(tmp_path / "one"), ensure_secrets(tmp_path / "two")
+    assert one.munge_key_path.read_bytes() != two.munge_key_path.read_bytes()
+    assert one.db_password() != two.db_password()
+
+
+def test_too_open_permissions_are_tightened(tmp_path):
+    secrets = ensure_secrets(tmp_path / "s")
+    os.chmod(secrets.directory, 0o755)
+    os.chmod(secrets.munge_key_path, 0o644)
+    os.chmod(secrets.db_password_path, 0o660)
+    ensure_secrets(tmp_path / "s")
+    assert mode(secrets.directory) == 0o700
+    assert mode(secrets.munge_key_path) == 0o600
+    assert mode(secrets.db_password_path) == 0o600
+
+
+def test_a_stricter_mode_is_left_alone(tmp_path):
+    secrets = ensure_secrets(tmp_path)
+    os.chmod(secrets.munge_key_path, 0o400)
+    ensure_secrets(tmp_path)
+    assert mode(secrets.munge_key_path) == 0o400
+
+
+def test_the_password_file_newline_is_not_part_of_the_password(tmp_path):
+    secrets = ensure_secrets(tmp_path)
+    assert secrets.db_password_path.read_text().endswith("\n")
+    assert "\n" not in secrets.db_password()
+
+
+def test_repr_and_str_show_where_not_what(tmp_path):
+    secrets = ensure_secrets(tmp_path)
+    password = secrets.db_password()
+    for text in (repr(secrets), str(secrets), f"{secrets}", repr([secrets])):
+        assert password not in text
+        assert str(tmp_path) in text
+    assert repr(secrets) == f"ClusterSecrets(directory={str(tmp_path)!r})"
+
+
+def test_a_short_munge_key_is_refused(tmp_path):
+    (tmp_path / MUNGE_KEY_FILE).write_bytes(b"short")
+    with pytest.raises(ClusterCliError, match="munge key is shorter than 32 bytes; remove it to regenerate"):
+        ensure_secrets(tmp_path)
+
+
+def test_an_unusable_directory_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ClusterCliError) as caught:
+        ensure_secrets(blocker / "secrets")
+    assert str(caught.value) == f"secrets directory {blocker / 'secrets'}: Not a directory"
+
+
+def test_state_paths_follow_xdg_state_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert paths.cluster_state_dir("c1") == tmp_path / "cluster-cli" / "c1"
+    assert paths.default_build_dir("c1") == tmp_path / "cluster-cli" / "c1" / "build"
+    assert paths.default_secrets_dir("c1") == tmp_path / "cluster-cli" / "c1" / "secrets"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert (
+        paths.default_secrets_dir("c1")
+        == tmp_path / "home" / ".local" / "state" / "cluster-cli" / "c1" / "secrets"
+    )
