@@ -124,6 +124,8 @@ def _slurm_conf(cluster: DevCluster, hostname: str, mem_mb: int) -> str:
             "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={cluster.dbd_port}",
             "AccountingStorageTRES=gres/gpu",
+            # slurmctld talks to slurmdbd through the munged named here, not AuthInfo's socket.
+            f"AccountingStoragePass={cluster.munge_socket}",
             "JobAcctGatherFrequency=5",
         ]
     else:
