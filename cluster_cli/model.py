@@ -181,7 +181,7 @@ class NodeGroup(StrictModel):
 class Partition(StrictModel):
     """A Slurm partition."""
 
-    name: Name
+    name: Name = Field(description="PartitionName.")
     nodes: list[str] = Field(min_length=1, description="Group names and/or hostlists of nodes.")
     default: bool = Field(False, description="The default partition (exactly one).")
     max_time: ConfigText = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
@@ -196,7 +196,7 @@ class Partition(StrictModel):
 class Switch(StrictModel):
     """A switch of a tree topology: either a leaf (`nodes`) or a parent (`switches`)."""
 
-    name: Name
+    name: Name = Field(description="SwitchName.")
     nodes: HostlistExpression | None = Field(None, description="Nodes on this leaf switch.")
     switches: HostlistExpression | None = Field(None, description="Child switches, as a hostlist.")
     link_speed: int | None = Field(None, ge=1, description="LinkSpeed (relative).")
@@ -205,8 +205,8 @@ class Switch(StrictModel):
 class Block(StrictModel):
     """A block of topology/block."""
 
-    name: Name
-    nodes: HostlistExpression
+    name: Name = Field(description="BlockName.")
+    nodes: HostlistExpression = Field(description="Nodes in this block.")
 
 
 class Topology(StrictModel):
@@ -236,7 +236,9 @@ class SlurmPaths(StrictModel):
         "/etc/slurm", description="slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf."
     )
     state_dir: ConfigText = Field("/var/lib/slurm/slurmctld", description="StateSaveLocation of slurmctld.")
-    spool_dir: ConfigText = Field("/var/lib/slurm/slurmd", description="SlurmdSpoolDir is `SPOOL_DIR/%n`, one per node.")
+    spool_dir: ConfigText = Field(
+        "/var/lib/slurm/slurmd", description="SlurmdSpoolDir is `SPOOL_DIR/%n`, one per node."
+    )
     log_dir: ConfigText = Field("/var/log/slurm", description="slurmctld.log, slurmd-NODE.log, slurmdbd.log.")
     run_dir: ConfigText = Field("/run/slurm", description="Pid files of the daemons.")
 
@@ -260,13 +262,19 @@ class Slurm(StrictModel):
     install: Literal["package", "build"] = Field(
         "package", description="`package`: distribution packages; `build`: from source, see `build`."
     )
-    build: SlurmBuild = Field(default_factory=SlurmBuild)
-    version: str | None = Field(None, description="Pin the distribution package version (e.g. `22.05.8-4+deb12u3`).")
+    build: SlurmBuild = Field(
+        default_factory=SlurmBuild, description="How to build Slurm when `install: build`."
+    )
+    version: str | None = Field(
+        None, description="Pin the distribution package version (e.g. `22.05.8-4+deb12u3`)."
+    )
     user: Name = Field("slurm", description="SlurmUser.")
     uid: int = Field(64030, ge=1, le=2**31 - 1, description="UID of SlurmUser, identical on every host.")
     gid: int = Field(64030, ge=1, le=2**31 - 1, description="GID of SlurmUser's group.")
     slurmd_port: Port = Field(6818, description="SlurmdPort of multi-host nodes.")
-    paths: SlurmPaths = Field(default_factory=SlurmPaths)
+    paths: SlurmPaths = Field(
+        default_factory=SlurmPaths, description="Config, state, spool, log and pid directories."
+    )
     conf: Overrides = Field(
         default_factory=dict,
         description="slurm.conf keys over the expert defaults; null deletes a default key.",
@@ -309,7 +317,9 @@ class Nccl(StrictModel):
 class GpuThreshold(StrictModel):
     """Pass/fail floors for one GPU type."""
 
-    allreduce_busbw_gbps: float | None = Field(None, gt=0, description="All-reduce bus bandwidth floor, GB/s.")
+    allreduce_busbw_gbps: float | None = Field(
+        None, gt=0, description="All-reduce bus bandwidth floor, GB/s."
+    )
     matmul_bf16_tflops: float | None = Field(None, gt=0, description="bf16 dense matmul floor, TFLOP/s.")
     copy_tbps: float | None = Field(None, gt=0, description="Device memory copy floor, TB/s.")
     ddp_scaling_efficiency: float | None = Field(
@@ -345,16 +355,26 @@ class Inventory(StrictModel):
         description="ClusterName: lowercase letters, digits, - and _."
     )
     ssh: SshSettings = Field(default_factory=SshSettings, description="Default SSH settings.")
-    hosts: list[Host] = Field(default_factory=list, description="Controllers, database, login, single-host machines.")
-    controllers: Controllers
-    accounting: Accounting = Field(default_factory=Accounting)
+    hosts: list[Host] = Field(
+        default_factory=list, description="Controllers, database, login, single-host machines."
+    )
+    controllers: Controllers = Field(description="The slurmctld hosts.")
+    accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd, MariaDB and sacct.")
     login: list[Name] = Field(default_factory=list, description="Login hosts.")
-    node_groups: list[NodeGroup] = Field(min_length=1)
-    partitions: list[Partition] = Field(min_length=1)
-    topology: Topology | None = None
-    cgroup: Cgroup = Field(default_factory=Cgroup)
-    slurm: Slurm = Field(default_factory=Slurm)
-    munge: Munge = Field(default_factory=Munge)
-    nccl: Nccl = Field(default_factory=Nccl)
-    training: Training = Field(default_factory=Training)
-    secrets: Secrets = Field(default_factory=Secrets)
+    node_groups: list[NodeGroup] = Field(
+        min_length=1, description="Compute nodes, in groups of identical hardware."
+    )
+    partitions: list[Partition] = Field(
+        min_length=1, description="Slurm partitions; every node is in at least one."
+    )
+    topology: Topology | None = Field(None, description="The fabric for topology.conf; omit for none.")
+    cgroup: Cgroup = Field(default_factory=Cgroup, description="cgroup.conf.")
+    slurm: Slurm = Field(
+        default_factory=Slurm, description="Slurm packages, user, ports, paths and slurm.conf overrides."
+    )
+    munge: Munge = Field(default_factory=Munge, description="MUNGE user and group.")
+    nccl: Nccl = Field(default_factory=Nccl, description="/etc/nccl.conf.")
+    training: Training = Field(
+        default_factory=Training, description="Training environment and smoke-job thresholds."
+    )
+    secrets: Secrets = Field(default_factory=Secrets, description="Where generated secrets are kept.")
