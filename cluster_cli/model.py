@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from cluster_cli import hostlist
 
@@ -122,12 +122,25 @@ class Accounting(StrictModel):
     users: list[Name] = Field(default_factory=list, description="Users registered under `account`.")
 
 
+# YAML 1.1 reads unquoted off, no and yes as booleans: take them back as the words that were written.
+def _off_word(value: Any) -> Any:
+    return "off" if value is False else value
+
+
+def _yes_no_word(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    return value
+
+
 class Gpus(StrictModel):
     """GPUs of every node in a group."""
 
     count: int = Field(ge=1, le=64, description="GPUs per node.")
     type: Name | None = Field(None, description="GPU type, e.g. h100; becomes `Gres=gpu:TYPE:COUNT`.")
-    autodetect: Literal["off", "nvml"] = Field(
+    autodetect: Annotated[
+        Literal["off", "nvml"], BeforeValidator(_off_word), WithJsonSchema({"enum": ["off", "nvml", False]})
+    ] = Field(
         "off", description="`nvml` writes `AutoDetect=nvml` (needs Slurm built with NVML)."
     )
     devices: HostlistExpression | None = Field(
@@ -186,7 +199,11 @@ class Partition(StrictModel):
     default: bool = Field(False, description="The default partition (exactly one).")
     max_time: ConfigText = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
     default_time: ConfigText | None = Field(None, description="DefaultTime.")
-    oversubscribe: Literal["NO", "YES", "EXCLUSIVE", "FORCE"] | None = Field(
+    oversubscribe: Annotated[
+        Literal["NO", "YES", "EXCLUSIVE", "FORCE"] | None,
+        BeforeValidator(_yes_no_word),
+        WithJsonSchema({"enum": ["NO", "YES", "EXCLUSIVE", "FORCE", False, True, None]}),
+    ] = Field(
         None, description="OverSubscribe."
     )
     qos: Name | None = Field(None, description="QOS attached to the partition.")
