@@ -234,6 +234,12 @@ def test_the_base_test_inventory_validates_against_the_schema(schema):
     jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(BASE))
 
 
+def test_the_schema_accepts_unquoted_off_and_no_like_validate(schema):
+    text = edit(BASE, "      type: a100\n", "      type: a100\n      autodetect: off\n")
+    text = edit(text, "    default: true\n", "    default: true\n    oversubscribe: no\n")
+    jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(text))
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [

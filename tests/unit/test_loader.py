@@ -417,3 +417,18 @@ def test_load_cluster_text_uses_the_given_file_name():
     with pytest.raises(InventoryError) as caught:
         load_cluster_text("cluster_name: x\n", "some/where.yaml")
     assert all(item.file == "some/where.yaml" for item in caught.value.problems)
+
+
+def test_unquoted_off_yes_and_no_are_taken_as_the_words_written():
+    # YAML 1.1 reads them as booleans; the documented values are the words
+    text = edit(BASE, "      type: a100\n", "      type: a100\n      autodetect: off\n")
+    text = edit(text, "    default: true\n", "    default: true\n    oversubscribe: no\n")
+    cluster = load_cluster_text(text, FILE)
+    assert cluster.inventory.node_groups[0].gpus.autodetect == "off"
+    assert cluster.inventory.partitions[0].oversubscribe == "NO"
+    text = edit(BASE, "    default: true\n", "    default: true\n    oversubscribe: yes\n")
+    assert load_cluster_text(text, FILE).inventory.partitions[0].oversubscribe == "YES"
+    text = edit(BASE, "      type: a100\n", "      type: a100\n      autodetect: on\n")
+    assert problems(text) == [
+        problem(text, "autodetect: on", "node_groups[0].gpus.autodetect", "Input should be 'off' or 'nvml'")
+    ]
