@@ -35,13 +35,6 @@ def flag_raised(flag: Path | None, device: Any) -> bool:
     return bool(value.item())
 
 
-def touch(path: Path, text: str = "") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
 def save_checkpoint(path: Path, model: Any, optimizer: Any, step: int) -> None:
     import torch
 
@@ -103,14 +96,14 @@ def main() -> None:
     for step in range(start_step, args.steps):
         if args.hold_at_step and step == args.hold_at_step and checkpoint_step is None and flag is not None:
             if info.is_main:
-                touch(run_dir / "holding", f"{step}\n")
+                trainlib.write_atomic(run_dir / "holding", f"{step}\n")
             deadline = time.monotonic() + args.hold_timeout
             while not flag_raised(flag, info.device) and time.monotonic() < deadline:
                 time.sleep(0.2)
         if flag_raised(flag, info.device):
             if info.is_main:
                 save_checkpoint(checkpoint, model, optimizer, step)
-                touch(run_dir / "preempted", f"{step}\n")
+                trainlib.write_atomic(run_dir / "preempted", f"{step}\n")
             preempted_at = step
             break
         epoch, index = divmod(step, steps_per_epoch)

@@ -257,8 +257,12 @@ def write_result(path: str | None, payload: dict[str, Any]) -> None:
     text = json.dumps(document, indent=2, sort_keys=True, default=str)
     print(text, flush=True)
     if path:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        temporary.write_text(text + "\n")
-        os.replace(temporary, target)
+        write_atomic(Path(path), text + "\n")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers on other nodes see the old file or the whole new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)

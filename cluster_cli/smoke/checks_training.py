@@ -13,7 +13,7 @@ from typing import Any
 from cluster_cli.smoke import judge
 from cluster_cli.smoke.context import CheckContext, job_failure, read_json
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import CheckTimeout, JobInfo, read_tail
+from cluster_cli.smoke.slurm import JobInfo, read_tail
 
 PREEMPT_HOLD_STEP = 5
 
@@ -99,39 +99,27 @@ def check_fsdp(ctx: CheckContext) -> CheckResult:
     """FSDP2 training, sharded DCP checkpoint, reload equals saved."""
     if ctx.torch_problem:
         return CheckResult("fsdp", Verdict.FAIL, ctx.torch_problem)
-    work = ctx.check_dir("fsdp")
-    job, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(work / "checkpoint")})
+    checkpoint = ctx.run_dir / "fsdp" / "checkpoint"
+    job, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
     if info.state != "COMPLETED" or result is None:
         return job_failure("fsdp", info, output, "no FSDP result")
     return _finish(judge.judge_fsdp(result), job, output)
-
-
-def _wait_for_file(ctx: CheckContext, job: str, path: Path) -> JobInfo | None:
-    """Poll for a marker file the job writes; returns the job's info if it ended first."""
-    while not path.exists():
-        info = ctx.session.job_info(job)
-        if info.finished or (not info.records and info.source == "none"):
-            return info
-        if ctx.remaining() <= 1.0:
-            ctx.session.cancel(job)
-            raise CheckTimeout(f"job {job} never reached {path.name}; cancelled it")
-        time.sleep(0.3)
-    return None
 
 
 def check_preempt(ctx: CheckContext) -> CheckResult:
     """USR1 -> checkpoint -> `scontrol requeue` -> resume at the same step -> same final weights."""
     if ctx.torch_problem:
         return CheckResult("preempt", Verdict.FAIL, ctx.torch_problem)
-    work = ctx.check_dir("preempt")
-    run_dir = work / "run"
+    run_dir = ctx.run_dir / "preempt" / "run"
+    holding = run_dir / "holding"
     job, _, output = submit(
         ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)]
     )
-    ended = _wait_for_file(ctx, job, run_dir / "holding")
-    if ended is not None:
+    # The training parks at the hold step and says so; signal only then, so the step is known.
+    info = ctx.session.wait(job, ctx.remaining(), until=lambda info: holding.exists() or info.finished)
+    if not holding.exists():
         return _finish(
-            job_failure("preempt", ended, output, "ended before reaching the hold step"), job, output
+            job_failure("preempt", info, output, "ended before reaching the hold step"), job, output
         )
     signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
     if signalled.returncode != 0:

@@ -265,7 +265,10 @@ class SlurmSession:
                 self.cancel(parts[0].split("_")[0])
 
     def show_config(self) -> dict[str, str]:
+        """``scontrol show config`` as a dict; SmokeSetupError when the controller cannot be reached."""
         done = self.run(["scontrol", "show", "config"], timeout=30)
+        if done.returncode != 0:
+            raise SmokeSetupError(f"cannot reach slurmctld: {tail(done.output, 5)}")
         config: dict[str, str] = {}
         for line in done.stdout.splitlines():
             key, sep, value = line.partition("=")
