@@ -259,6 +259,15 @@ class Testbed:
         timings["boot_to_running_seconds"] = round(t.seconds, 2)
         self.state["boot_states"] = states
 
+        if cfg.mirror is not None:
+            # like a host installed from this mirror: apt lists present. An
+            # empty lists dir with a fresh mtime makes Ansible's apt module
+            # (cache_valid_time) skip the update and find no package.
+            with Timer() as t:
+                for h in self.state["hosts"]:
+                    self.exec(h["name"], ["apt-get", "-q", "update"], timeout=300)
+            timings["apt_update_seconds"] = round(t.seconds, 2)
+
         sshmod.write_client_files(run_dir, bridge_ns, key, host_pubs)
         with Timer() as t:
             for h in self.state["hosts"]:
@@ -354,13 +363,18 @@ class Testbed:
         closed = sshmod.close_masters(self.run_dir)
         if closed:
             done.append(f"closed {len(closed)} ssh control masters")
+        live = []
         for h in self.hosts:
             r = self._running(h)
-            if r is not None:
-                if same_process(r.leader_pid, r.leader_start) or same_process(
-                        r.nspawn_pid, r.nspawn_start):
-                    hostmod.stop(h["name"], r)
-                    done.append(f"stopped {h['name']}")
+            if r is not None and (same_process(r.leader_pid, r.leader_start)
+                                  or same_process(r.nspawn_pid, r.nspawn_start)):
+                hostmod.request_poweroff(r)  # all at once, then wait for each
+                live.append((h, r))
+        for h, r in live:
+            hostmod.stop(h["name"], r, requested=True)
+            done.append(f"stopped {h['name']}")
+        for h in self.hosts:
+            if h.get("running"):
                 h["running"] = None
                 self._save()
         for h in self.hosts:

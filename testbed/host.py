@@ -135,8 +135,19 @@ def configure_root(root: Path, files: HostFiles) -> None:
     ssh_link = mu_wants / "ssh.service"
     if not ssh_link.is_symlink() and (root / "lib/systemd/system/ssh.service").exists():
         ssh_link.symlink_to("/lib/systemd/system/ssh.service")
-    # units that only fail inside a container without devices/consoles
-    for unit in ("systemd-networkd-wait-online.service", "console-getty.service"):
+    # bounded shutdown: on trixie the root user manager (user@0, started by
+    # pam_systemd at the first SSH login) can hang for the default 90 s at
+    # poweroff ("Job user@0.service/stop running")
+    conf_d = etc / "systemd/system.conf.d"
+    conf_d.mkdir(parents=True, exist_ok=True)
+    (conf_d / "testbed.conf").write_text("[Manager]\nDefaultTimeoutStopSec=15s\n")
+    user_d = unit_dir / "user@.service.d"
+    user_d.mkdir(parents=True, exist_ok=True)
+    (user_d / "testbed.conf").write_text("[Service]\nTimeoutStopSec=5s\n")
+    # units that only fail inside a container: no module loading (trixie runs
+    # systemd-modules-load with --capability=all and it fails), no console
+    for unit in ("systemd-networkd-wait-online.service", "console-getty.service",
+                 "systemd-modules-load.service"):
         masked = unit_dir / unit
         if not masked.exists() and not masked.is_symlink():
             masked.symlink_to("/dev/null")
@@ -255,11 +266,17 @@ def wait_running(name: str, r: Running, console_log: Path, timeout: float = 120.
     )
 
 
-def stop(name: str, r: Running, timeout: float = 30.0) -> None:
-    """Power the container off; kill it (by the recorded pids only) if it hangs."""
+def request_poweroff(r: Running) -> None:
+    """Ask the container's systemd to power off (returns at once)."""
     if same_process(r.leader_pid, r.leader_start):
         run(nsenter_argv(r.leader_pid, ["systemctl", "poweroff", "--no-block"]),
             check=False, timeout=30)
+
+
+def stop(name: str, r: Running, timeout: float = 45.0, requested: bool = False) -> None:
+    """Power the container off; kill it (by the recorded pids only) if it hangs."""
+    if not requested:
+        request_poweroff(r)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         reap(r.nspawn_pid)

@@ -78,6 +78,10 @@ def common_args(run_dir: Path, bridge_ns: str) -> list[str]:
         "-o", f"ProxyCommand={proxy_command(bridge_ns)}",
         "-o", f"UserKnownHostsFile={run_dir / 'known_hosts'}",
         "-o", "StrictHostKeyChecking=yes",
+        # Ansible adds its own ControlPath (~/.ansible/cp/<hash>) only when the
+        # arguments carry none: this keeps its masters per test bed (see
+        # control_path_dir) even in an inventory that cluster-cli writes.
+        "-o", f"ControlPath={control_path_dir(run_dir)}/%C",
         "-o", "IdentitiesOnly=yes",
         "-o", "BatchMode=yes",
         "-o", "ConnectTimeout=10",
@@ -151,6 +155,7 @@ def _config_body(run_dir: Path, bridge_ns: str, key: Path) -> list[str]:
         "    IdentitiesOnly yes",
         f"    UserKnownHostsFile {run_dir / 'known_hosts'}",
         "    StrictHostKeyChecking yes",
+        f"    ControlPath {control_path_dir(run_dir)}/%C",
         "    BatchMode yes",
         "    ConnectTimeout 10",
         "    LogLevel ERROR",
