@@ -1,0 +1,43 @@
+"""Print the role variable table of docs/roles.md from the roles' defaults and argument specs.
+
+    python tests/ansible/roles_table.py > /tmp/table.md   # then paste between the markers
+
+test_role_interface.py checks that the table in docs/roles.md matches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("common", "munge", "slurm_common", "slurmdbd", "slurmctld", "slurmd", "login", "training_env")
+
+
+def cell(value: object) -> str:
+    if isinstance(value, str):
+        value = " ".join(value.split())
+    # Plain text where YAML reads it back as the same string, JSON (valid YAML) otherwise.
+    try:
+        plain = isinstance(value, str) and value != "" and yaml.safe_load(value) == value
+    except yaml.YAMLError:
+        plain = False
+    text = value if plain else json.dumps(value)
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def rows() -> list[str]:
+    lines = ["| role | variable | default | meaning |", "|---|---|---|---|"]
+    for role in ROLES:
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+        options = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+        for name in defaults:
+            meaning = " ".join(str(options[name]["description"]).split()).replace("|", "\\|")
+            lines.append(f"| {role} | `{name}` | {cell(defaults[name])} | {meaning} |")
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(rows()))

@@ -1,0 +1,117 @@
+"""Static checks of the deploy roles' interface and conventions (no Ansible run).
+
+The variable table of docs/roles.md is what cluster-cli generates cluster_vars.yml from, so it is
+checked against the roles' defaults here too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("common", "munge", "slurm_common", "slurmdbd", "slurmctld", "slurmd", "login", "training_env")
+PHASES = ("preflight", "install", "configure", "run")
+# Names shared across roles and fixed by docs/architecture.md, exempt from the role prefix.
+SHARED = {"cluster_service_manager"}
+
+
+def load(path: Path) -> object:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def defaults(role: str) -> dict:
+    return load(REPO / "roles" / role / "defaults" / "main.yml") or {}
+
+
+def specs(role: str) -> dict:
+    return load(REPO / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_defaults_and_main_argument_spec_are_exactly_in_step(role: str) -> None:
+    values = defaults(role)
+    options = specs(role)["main"]["options"]
+    assert set(values) == set(options), f"only in defaults or specs: {sorted(set(values) ^ set(options))}"
+    for name, option in options.items():
+        assert not option.get("required"), f"{name}: required options have no default; use a default and a preflight check"
+        assert option.get("default") == values[name], f"{name}: spec {option.get('default')!r} != defaults {values[name]!r}"
+        assert option.get("description"), f"{name}: no description"
+        assert name in SHARED or name.startswith(f"{role}_"), f"{name} lacks the {role}_ prefix"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_other_entry_points_agree_with_defaults(role: str) -> None:
+    values = defaults(role)
+    for entry, spec in specs(role).items():
+        for name, option in (spec.get("options") or {}).items():
+            assert name in values, f"{entry}: {name} is not a default of the role"
+            assert option.get("default") == values[name], f"{entry}: {name} default differs from defaults/main.yml"
+        if entry != "main":
+            assert (REPO / "roles" / role / "tasks" / f"{entry}.yml").is_file(), f"entry point {entry} has no tasks file"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_main_imports_the_four_phases_tagged(role: str) -> None:
+    tasks = load(REPO / "roles" / role / "tasks" / "main.yml")
+    assert [task["ansible.builtin.import_tasks"] for task in tasks] == [f"{phase}.yml" for phase in PHASES]
+    assert [task["tags"] for task in tasks] == [[phase, role] for phase in PHASES]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_private_variables_and_templates(role: str) -> None:
+    private = load(REPO / "roles" / role / "vars" / "main.yml") or {}
+    assert all(name.startswith(f"__{role}_") for name in private), sorted(private)
+    for template in sorted((REPO / "roles" / role).glob("templates/*.j2")):
+        assert template.read_text(encoding="utf-8").startswith("{{ ansible_managed | comment }}\n"), template.name
+
+
+def tasks_of(role: str):
+    for path in sorted((REPO / "roles" / role).glob("*/*.yml")):
+        if path.parent.name in ("tasks", "handlers"):
+            for task in load(path) or []:
+                for item in [task, *task.get("block", []), *task.get("rescue", []), *task.get("always", [])]:
+                    yield path, item
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_builtin_modules(role: str) -> None:
+    for path, task in tasks_of(role):
+        modules = [key for key in task if "." in key]
+        assert all(key.startswith("ansible.builtin.") for key in modules), f"{path.name}: {modules}"
+
+
+def test_every_task_touching_the_database_password_is_no_log() -> None:
+    secret = re.compile(r"slurmdbd_storage_pass|__slurmdbd_sql_pass|slurmdbd\.conf")
+    for role in ROLES:
+        for path, task in tasks_of(role):
+            body = yaml.safe_dump({key: value for key, value in task.items() if key != "name"})
+            if secret.search(body) and "ansible.builtin.assert" not in task or "StoragePass" in body:
+                assert task.get("no_log") is True, f"{path}: {task.get('name')} handles the password without no_log"
+
+
+def test_slurmdbd_conf_copy_shows_no_diff() -> None:
+    copies = [task for path, task in tasks_of("slurmdbd") if "slurmdbd.conf" in str(task.get("ansible.builtin.copy", {}))]
+    assert copies and all(task.get("diff") is False and task.get("no_log") is True for task in copies)
+
+
+def test_docs_table_lists_every_variable_with_its_default() -> None:
+    text = (REPO / "docs" / "roles.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        if not line.startswith("| "):
+            continue
+        cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cells) == 4 and cells[1].startswith("`"):
+            rows[cells[1].strip("`")] = (cells[0], cells[2])
+    for role in ROLES:
+        for name, value in defaults(role).items():
+            assert name in rows, f"docs/roles.md has no row for {name}"
+            assert rows[name][0] == role, f"{name}: documented under {rows[name][0]}, defined in {role}"
+            shown = yaml.safe_load(rows[name][1].strip("`"))
+            if isinstance(value, str):
+                value = " ".join(value.split())
+            assert shown == value, f"{name}: docs {rows[name][1]} != {value!r}"
