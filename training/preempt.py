@@ -9,8 +9,9 @@ requeues the job. A later incarnation finds the checkpoint and resumes from it.
 
 ``--hold-at-step K`` parks the first incarnation at step K (writing a ``holding`` marker) until
 the flag appears or ``--hold-timeout`` passes, so a test harness can signal at a known step.
-``--reference FINAL.pt`` runs uninterrupted from scratch and compares its final weights with
-those a resumed run saved: bitwise equality and the largest absolute difference.
+A run that completes then trains the same model from scratch without interruption, in the same
+process group and with the same seed (``--reference-seed`` to change it), and reports whether the
+final weights are bitwise equal and their largest absolute difference.
 """
 
 from __future__ import annotations
@@ -63,11 +64,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=32, help="per rank")
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--run-dir", required=True, help="shared directory: checkpoint, markers, weights")
+    parser.add_argument("--run-dir", required=True, help="shared directory: checkpoint and markers")
     parser.add_argument("--flag-file", default=None, help="preemption request (default RUN_DIR/preempt.flag)")
     parser.add_argument("--hold-at-step", type=int, default=0, help="first incarnation waits here (0: never)")
     parser.add_argument("--hold-timeout", type=float, default=60.0)
-    parser.add_argument("--reference", metavar="FINAL_PT", default=None, help="uninterrupted run, compare")
+    parser.add_argument(
+        "--reference-seed", type=int, default=None, help="seed of the uninterrupted run (default: --seed)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -77,16 +80,26 @@ def main() -> None:
     env = trainlib.environment(info)
     run_dir = Path(args.run_dir)
     checkpoint = run_dir / "checkpoint.pt"
-    flag = None if args.reference else Path(args.flag_file or run_dir / "preempt.flag")
+    flag = Path(args.flag_file or run_dir / "preempt.flag")
     steps_per_epoch = 8
     dataset = trainlib.make_dataset(args.seed, args.batch_size * info.world_size * steps_per_epoch, 512, 10)
     sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
-    model = trainlib.make_mlp(args.seed).to(info.device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
+    def build(seed: int) -> tuple[Any, Any]:
+        model = trainlib.make_mlp(seed).to(info.device)
+        return model, torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+
+    def step_once(model: Any, optimizer: Any, step: int) -> float:
+        epoch, index = divmod(step, steps_per_epoch)
+        sampler.set_epoch(epoch)
+        order = list(sampler)[index * args.batch_size : (index + 1) * args.batch_size]
+        inputs, labels = dataset[order]
+        return train_step(model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size)
+
+    model, optimizer = build(args.seed)
     start_step = 0
     checkpoint_step = None
-    if not args.reference and checkpoint.exists():
+    if checkpoint.exists():
         state = torch.load(checkpoint, map_location=info.device)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -94,7 +107,7 @@ def main() -> None:
     preempted_at = None
     losses: dict[int, float] = {}
     for step in range(start_step, args.steps):
-        if args.hold_at_step and step == args.hold_at_step and checkpoint_step is None and flag is not None:
+        if args.hold_at_step and step == args.hold_at_step and checkpoint_step is None:
             if info.is_main:
                 trainlib.write_atomic(run_dir / "holding", f"{step}\n")
             deadline = time.monotonic() + args.hold_timeout
@@ -106,17 +119,10 @@ def main() -> None:
                 trainlib.write_atomic(run_dir / "preempted", f"{step}\n")
             preempted_at = step
             break
-        epoch, index = divmod(step, steps_per_epoch)
-        sampler.set_epoch(epoch)
-        order = list(sampler)[index * args.batch_size : (index + 1) * args.batch_size]
-        inputs, labels = dataset[order]
-        losses[step] = train_step(
-            model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size
-        )
+        losses[step] = step_once(model, optimizer, step)
 
     result: dict[str, Any] = {
         "check": "preempt",
-        "mode": "reference" if args.reference else "train",
         "env": env,
         "steps": args.steps,
         "restart_count": int(os.environ.get("SLURM_RESTART_COUNT", "0")),
@@ -127,14 +133,19 @@ def main() -> None:
         "losses": {str(step): loss for step, loss in losses.items()},
         "final_digest": trainlib.tensors_digest(model.named_parameters()),
     }
-    if preempted_at is None and not args.reference and info.is_main:
-        torch.save(model.state_dict(), run_dir / "final.pt")
-    if args.reference and info.is_main:
-        resumed = torch.load(args.reference, map_location="cpu")
-        mine = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-        result["bitwise_equal"] = all(torch.equal(mine[name], resumed[name]) for name in mine)
-        result["max_abs_diff"] = max(float((mine[name] - resumed[name]).abs().max()) for name in mine)
-        result["compared_with"] = args.reference
+    if preempted_at is None:
+        # The uninterrupted run: same ranks, a fresh model and optimizer, every step from 0.
+        reference_seed = args.seed if args.reference_seed is None else args.reference_seed
+        reference, reference_optimizer = build(reference_seed)
+        for step in range(args.steps):
+            step_once(reference, reference_optimizer, step)
+        mine, theirs = model.state_dict(), reference.state_dict()
+        result.update(
+            reference_seed=reference_seed,
+            reference_digest=trainlib.tensors_digest(reference.named_parameters()),
+            bitwise_equal=all(torch.equal(mine[name], theirs[name]) for name in mine),
+            max_abs_diff=max(float((mine[name] - theirs[name]).abs().max()) for name in mine),
+        )
     if info.is_main:
         trainlib.write_result(args.out, result)
     trainlib.shutdown()

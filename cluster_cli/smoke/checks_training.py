@@ -149,11 +149,10 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
     info = ctx.session.wait(job, ctx.remaining(), on_poll=watch)
     checkpoint_step = _checkpoint_step(output)
     train = read_json(run_dir / "train.json")
-    reference = read_json(run_dir / "reference.json")
     if info.state != "COMPLETED" and info.restarts >= 1:
         return _finish(job_failure("preempt", info, output, "the resumed incarnation failed"), job, output)
     turnaround = resumed_at[0] - signal_time if resumed_at else None
-    result = judge.judge_preempt(train, reference, info.restarts, checkpoint_step, turnaround)
+    result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround)
     result.details["expedited_requeue"] = bool(expedited and expedited[0])
     return _finish(result, job, output)
 

@@ -172,7 +172,6 @@ def judge_fsdp(result: dict[str, Any]) -> CheckResult:
 
 def judge_preempt(
     train: dict[str, Any] | None,
-    reference: dict[str, Any] | None,
     restarts: int,
     checkpoint_step: int | None,
     turnaround_s: float | None,
@@ -205,14 +204,17 @@ def judge_preempt(
             f"checkpointed at step {checkpoint_step} but resumed at step {train.get('resumed_from_step')}",
             details=details,
         )
-    if reference is None:
+    if "bitwise_equal" not in train:
         return CheckResult(
-            "preempt", Verdict.FAIL, "the uninterrupted reference run wrote no result", details=details
+            "preempt",
+            Verdict.FAIL,
+            "the resumed run reported no comparison with an uninterrupted run",
+            details=details,
         )
-    details.update(bitwise_equal=reference.get("bitwise_equal"), max_abs_diff=reference.get("max_abs_diff"))
-    on_gpu = _on_gpu(reference)
-    bitwise = bool(reference.get("bitwise_equal"))
-    diff = float(reference.get("max_abs_diff", float("inf")))
+    details.update(bitwise_equal=train.get("bitwise_equal"), max_abs_diff=train.get("max_abs_diff"))
+    on_gpu = _on_gpu(train)
+    bitwise = bool(train.get("bitwise_equal"))
+    diff = float(train.get("max_abs_diff", float("inf")))
     if not bitwise and (not on_gpu or diff > GPU_RESUME_TOLERANCE):
         return CheckResult(
             "preempt",

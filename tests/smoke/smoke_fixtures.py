@@ -81,29 +81,25 @@ def fsdp(**overrides: Any) -> dict[str, Any]:
     return data
 
 
-def preempt_train(
-    resumed_from: int | None = 5, restart_count: int = 1, status: str = "completed"
+def preempt(
+    resumed_from: int | None = 5,
+    restart_count: int = 1,
+    status: str = "completed",
+    bitwise: bool | None = True,
+    diff: float = 0.0,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "check": "preempt",
-        "mode": "train",
-        "env": env(),
+        "env": env(device),
         "status": status,
         "restart_count": restart_count,
         "resumed_from_step": resumed_from,
         "final_digest": "d1",
     }
-
-
-def preempt_reference(bitwise: bool = True, diff: float = 0.0, device: str = "cpu") -> dict[str, Any]:
-    return {
-        "check": "preempt",
-        "mode": "reference",
-        "env": env(device),
-        "bitwise_equal": bitwise,
-        "max_abs_diff": diff,
-        "final_digest": "d1" if bitwise else "d2",
-    }
+    if bitwise is not None:  # only a completed run compares itself with an uninterrupted one
+        data.update(bitwise_equal=bitwise, max_abs_diff=diff, reference_digest="d1" if bitwise else "d2")
+    return data
 
 
 def gpu(per_gpu: list[tuple[float, float]], name: str = "NVIDIA H100 80GB HBM3") -> dict[str, Any]:

@@ -141,7 +141,7 @@ def test_fsdp_other_failures(overrides, phrase):
 
 
 def test_preempt_passes_when_requeued_resumed_and_bitwise_equal():
-    result = judge.judge_preempt(fx.preempt_train(5), fx.preempt_reference(), 1, 5, 2.5)
+    result = judge.judge_preempt(fx.preempt(5), 1, 5, 2.5)
     assert result.verdict is Verdict.PASS
     assert result.figure == 2.5 and result.unit == "s"
     assert "resumed at step 5" in result.reason and "bitwise equal" in result.reason
@@ -150,15 +150,12 @@ def test_preempt_passes_when_requeued_resumed_and_bitwise_equal():
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
-        ((fx.preempt_train(5), fx.preempt_reference(), 0, 5, None), "never requeued"),
-        ((None, fx.preempt_reference(), 1, 5, None), "wrote no result"),
-        ((fx.preempt_train(None, 0, "preempted"), fx.preempt_reference(), 1, 5, None), "not a completed run"),
-        (
-            (fx.preempt_train(3), fx.preempt_reference(), 1, 5, None),
-            "checkpointed at step 5 but resumed at step 3",
-        ),
-        ((fx.preempt_train(5), None, 1, 5, None), "reference run wrote no result"),
-        ((fx.preempt_train(5), fx.preempt_reference(False, 1e-9), 1, 5, None), "CPU runs must match bitwise"),
+        ((fx.preempt(5), 0, 5, None), "never requeued"),
+        ((None, 1, 5, None), "wrote no result"),
+        ((fx.preempt(None, 0, "preempted", None), 1, 5, None), "not a completed run"),
+        ((fx.preempt(3), 1, 5, None), "checkpointed at step 5 but resumed at step 3"),
+        ((fx.preempt(5, bitwise=None), 1, 5, None), "no comparison"),
+        ((fx.preempt(5, bitwise=False, diff=1e-9), 1, 5, None), "CPU runs must match bitwise"),
     ],
 )
 def test_preempt_failures(args, phrase):
@@ -167,9 +164,9 @@ def test_preempt_failures(args, phrase):
 
 
 def test_preempt_on_gpu_tolerates_tiny_differences_only():
-    close = judge.judge_preempt(fx.preempt_train(5), fx.preempt_reference(False, 1e-7, "cuda"), 1, 5, None)
+    close = judge.judge_preempt(fx.preempt(5, bitwise=False, diff=1e-7, device="cuda"), 1, 5, None)
     assert close.verdict is Verdict.PASS and "within" in close.reason
-    far = judge.judge_preempt(fx.preempt_train(5), fx.preempt_reference(False, 1e-2, "cuda"), 1, 5, None)
+    far = judge.judge_preempt(fx.preempt(5, bitwise=False, diff=1e-2, device="cuda"), 1, 5, None)
     assert far.verdict is Verdict.FAIL
 
 
