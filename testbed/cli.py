@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(st)
     st.add_argument("--json", action="store_true")
 
+    rs = sub.add_parser("restart", help="reboot one host (power off, boot the same root)")
+    _common(rs)
+    rs.add_argument("host")
+
     ex = sub.add_parser("exec", help="run a command inside a host (nsenter, not ssh)")
     _common(ex)
     ex.add_argument("host")
@@ -125,6 +129,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             _print_status(st)
         return 0 if st["hosts"] else 3
+    if args.cmd == "restart":
+        res = tb.restart(args.host)
+        print(f"{res['name']}: {res['systemd']} after {res['seconds']}s")
+        return 0
     if args.cmd == "exec":
         cmd = list(args.command)
         if cmd and cmd[0] == "--":

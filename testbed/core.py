@@ -243,6 +243,7 @@ class Testbed:
         binds: list[tuple[Path, str]] = list(cfg.binds_ro)
         if cfg.mirror is not None:
             binds.append((cfg.mirror.resolve(), "/mirror"))
+        self.state["binds_ro"] = [(str(src), dst) for src, dst in binds]
         with Timer() as t:
             for h in self.state["hosts"]:
                 r = hostmod.boot(h["machine"], h["name"], Path(h["root"]), h["netns"],
@@ -288,6 +289,30 @@ class Testbed:
             last = cp.stderr.strip()
             time.sleep(0.3)
         raise TestbedError(f"ssh to {name} not working after {timeout}s: {last}")
+
+    def restart(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Power one host off and boot it again from the same root (a reboot:
+        what the host wrote survives, units enabled at boot come back)."""
+        with self._lock():
+            h = self.host(name)
+            r = self._running(h)
+            with Timer() as t:
+                if r is not None and (same_process(r.leader_pid, r.leader_start)
+                                      or same_process(r.nspawn_pid, r.nspawn_start)):
+                    hostmod.stop(name, r)
+                h["running"] = None
+                self._save()
+                saved = self.state.get("binds_ro")
+                if saved is None and self.state.get("mirror"):  # state of an older version
+                    saved = [(self.state["mirror"], "/mirror")]
+                binds = [(Path(src), dst) for src, dst in saved or []]
+                r2 = hostmod.boot(h["machine"], name, Path(h["root"]), h["netns"],
+                                  Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]])
+                h["running"] = asdict(r2)
+                self._save()
+                state = hostmod.wait_running(name, r2, Path(h["console_log"]), timeout)
+                self._wait_ssh(name, timeout=60)
+            return {"name": name, "systemd": state, "seconds": round(t.seconds, 2)}
 
     # ------------------------------------------------------------ access
     def ssh_hosts(self) -> list[sshmod.SshHost]:

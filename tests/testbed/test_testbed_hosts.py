@@ -132,6 +132,21 @@ def test_cgroup_controllers_are_writable_and_private(bed: Testbed) -> None:
     assert cg.parts[-3:] == ("cluster-testbed", bed.state["name"], "h1")
 
 
+def test_restart_reboots_one_host_and_keeps_its_disk(bed: Testbed) -> None:
+    bed.ssh("h2", ["sh", "-c", "echo kept > /root/marker"])
+    boot_id = bed.exec("h2", ["cat", "/proc/sys/kernel/random/boot_id"]).stdout
+    leader = bed.host("h2")["running"]["leader_pid"]
+    r = bed.restart("h2")
+    assert r["systemd"] in ("running", "degraded")
+    assert bed.host("h2")["running"]["leader_pid"] != leader
+    assert bed.ssh("h2", ["cat", "/root/marker"]).stdout.strip() == "kept"
+    assert bed.exec("h2", ["systemctl", "is-active", "ssh"]).stdout.strip() == "active"
+    # the mirror bind comes back too
+    assert bed.exec("h2", ["test", "-f", "/mirror/Packages"], check=False).returncode == 0
+    # nspawn gives every container boot a boot id of its own (journalctl -b sees a new boot)
+    assert bed.exec("h2", ["cat", "/proc/sys/kernel/random/boot_id"]).stdout != boot_id
+
+
 def test_status_reports_every_host(bed: Testbed) -> None:
     st = bed.status()
     assert [h["name"] for h in st["hosts"]] == ["h1", "h2"]
