@@ -92,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    trainlib.run(main)

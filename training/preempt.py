@@ -152,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    trainlib.run(main)

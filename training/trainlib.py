@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +249,14 @@ def environment(info: Dist) -> dict[str, Any]:
     if info.device.type == "cuda":
         env["gpu_name"] = torch.cuda.get_device_name(info.device)
     return env
+
+
+def run(main: Callable[[], None]) -> None:
+    """Run a script's main under torchrun's ``@record``: a worker's exception (message and
+    traceback) then appears in torchrun's "Root Cause" report instead of "To enable traceback see"."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    record(main)()
 
 
 def write_result(path: str | None, payload: dict[str, Any]) -> None:

@@ -372,6 +372,7 @@ def check_pty(ctx: CheckContext) -> CheckResult:
             "--noprofile",
             "-i",
         ],
+        cwd=ctx.run_dir,
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -13,7 +13,7 @@ from typing import Any
 from cluster_cli.smoke import judge
 from cluster_cli.smoke.context import CheckContext, job_failure, read_json
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import JobInfo, read_tail
+from cluster_cli.smoke.slurm import JobInfo, read_excerpt
 
 PREEMPT_HOLD_STEP = 5
 
@@ -58,7 +58,7 @@ def submit(
 def _finish(result: CheckResult, job: str, output: Path) -> CheckResult:
     result.job_ids = [job]
     if result.verdict is Verdict.FAIL and result.output_tail is None:
-        result.output_tail = read_tail(output, 40)
+        result.output_tail = read_excerpt(output)
     result.details.setdefault("output", str(output))
     return result
 

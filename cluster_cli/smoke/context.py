@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import JobInfo, SlurmSession, read_tail
+from cluster_cli.smoke.slurm import JobInfo, SlurmSession, read_excerpt
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.thresholds import Thresholds
 from cluster_cli.smoke.users import make_user_dir
@@ -65,4 +65,4 @@ def job_failure(name: str, info: JobInfo, output: Path, what: str) -> CheckResul
     reason = f"job {info.job_id} ended {state}: {what}"
     if info.get("Reason") not in ("", "None"):
         reason += f"; Slurm reason: {info.get('Reason')}"
-    return CheckResult(name, Verdict.FAIL, reason, job_ids=[info.job_id], output_tail=read_tail(output, 40))
+    return CheckResult(name, Verdict.FAIL, reason, job_ids=[info.job_id], output_tail=read_excerpt(output))

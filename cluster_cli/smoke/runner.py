@@ -63,6 +63,7 @@ def run_smoke(
     if not target.work_dir.exists():
         make_user_dir(target.work_dir, user)
     make_user_dir(run_dir, user)
+    session.cwd = run_dir
     training_dir = _copy_training(target.training_dir, run_dir / "training")
     ctx = CheckContext(target, session, run_id, run_dir, training_dir, config)
     if any(check.needs_torch for check in checks):

@@ -176,3 +176,33 @@ def test_training_without_torch_fails_fast_with_the_reason(smoke_target: SmokeTa
         assert result.verdict is Verdict.FAIL
         assert "cannot import torch" in result.reason and "/nonexistent/bin/python" in result.reason
     assert report.duration_s < 60
+
+
+CRASHING_SCRIPT = """
+import trainlib
+
+
+def main():
+    info = trainlib.init_distributed()
+    print("lots of progress output\\n" * 100, flush=True)
+    if info.rank == 1:
+        raise RuntimeError("rank 1 exploded on purpose")
+    trainlib.shutdown()
+
+
+trainlib.run(main)
+"""
+
+
+def test_a_crashing_job_fails_with_its_output(smoke_target: SmokeTarget, tmp_path: Path) -> None:
+    broken = tmp_path / "training"
+    shutil.copytree(smoke_target.training_dir, broken, ignore=shutil.ignore_patterns("__pycache__"))
+    (broken / "allreduce.py").write_text(CRASHING_SCRIPT)
+    report = run_smoke(dataclasses.replace(smoke_target, training_dir=broken), only=["allreduce"])
+    result = report.result("allreduce")
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith(f"job {result.job_ids[0]} ended FAILED")
+    assert "no all_reduce result" in result.reason
+    # torchrun's Root Cause block (the worker ran under trainlib.run -> @record) names the error.
+    assert result.output_tail is not None
+    assert "Root Cause" in result.output_tail and "rank 1 exploded on purpose" in result.output_tail

@@ -7,7 +7,7 @@ import pytest
 from cluster_cli.smoke import CHECK_NAMES
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
-from cluster_cli.smoke.slurm import JobInfo, parse_scontrol_record
+from cluster_cli.smoke.slurm import JobInfo, excerpt, parse_scontrol_record, read_excerpt
 
 # Shortened `scontrol show job -o` line of an array task (Slurm 22.05).
 LINE = (
@@ -111,3 +111,48 @@ def test_check_names_are_unique_and_cover_the_issue():
         "preempt",
         "gpu",
     } == set(CHECK_NAMES)
+
+
+def torchrun_output(progress_lines: int = 100) -> str:
+    agent_traceback = [
+        "Traceback (most recent call last):",
+        *[f'  File "run.py", line {i}' for i in range(15)],
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    ]
+    root_cause = [
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  rank      : 1 (local_rank: 0)",
+        "  traceback : RuntimeError: rank 1 exploded",
+        "=" * 60,
+    ]
+    return "\n".join(
+        ["launch: allreduce.py on 3 node(s)", "worker says: data file missing"]
+        + [f"step {i}" for i in range(progress_lines)]
+        + agent_traceback
+        + ["=" * 60, "allreduce.py FAILED"]
+        + root_cause
+        + agent_traceback
+        + agent_traceback
+        + ["srun: error: smk2: task 1: Exited with exit code 1"]
+    )
+
+
+def test_excerpt_keeps_the_head_the_root_cause_and_the_tail():
+    text = excerpt(torchrun_output(), lines=20)
+    lines = text.splitlines()
+    assert lines[:2] == ["launch: allreduce.py on 3 node(s)", "worker says: data file missing"]
+    assert "Root Cause (first observed failure):" in lines
+    assert "  traceback : RuntimeError: rank 1 exploded" in lines
+    assert lines[-1] == "srun: error: smk2: task 1: Exited with exit code 1"
+    assert lines.count("[...]") == 2
+    assert len(lines) <= 12 + 5 + 20 + 2
+
+
+def test_short_output_is_kept_whole():
+    text = "\n".join(f"line {i}" for i in range(30))
+    assert excerpt(text, lines=40) == text
+
+
+def test_read_excerpt_of_a_missing_file_says_so(tmp_path):
+    assert read_excerpt(tmp_path / "slurm-1.out").startswith("(no output: No such file or directory")
