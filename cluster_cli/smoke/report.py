@@ -30,7 +30,8 @@ class CheckResult:
     ``figure`` is the key measurement (``figure_name`` in ``unit``), ``threshold`` the bound it was
     judged against with ``comparison`` (``>=`` or ``<=``); both are None where the check has no
     numeric figure or no applicable bound. ``reason`` says why a check failed or was skipped (and
-    what it saw when it passed); ``output_tail`` holds the last lines of the job's output on failure.
+    what it saw when it passed); ``output_tail`` holds an excerpt of the job's output on failure
+    (head, torchrun's Root Cause block, tail: see slurm.excerpt).
     """
 
     name: str
