@@ -413,9 +413,8 @@ def check_pty(ctx: CheckContext) -> CheckResult:
         problems.append("the interactive shell never evaluated the command (no MARK-42 line)")
     if returncode != 7:
         problems.append(f"srun exited {returncode}, expected the shell's exit code 7")
-    if problems:
+    if problems or match is None:
         return _fail("pty", "; ".join(problems), output_tail=tail(text))
-    assert match is not None
     return CheckResult(
         "pty",
         Verdict.PASS,

@@ -64,9 +64,13 @@ def run_smoke(
         make_user_dir(target.work_dir, user)
     make_user_dir(run_dir, user)
     session.cwd = run_dir
-    training_dir = _copy_training(target.training_dir, run_dir / "training")
+    needs_torch = any(check.needs_torch for check in checks)
+    # Only the training checks need the scripts (an installed package may not ship them).
+    training_dir = (
+        _copy_training(target.training_dir, run_dir / "training") if needs_torch else target.training_dir
+    )
     ctx = CheckContext(target, session, run_id, run_dir, training_dir, config)
-    if any(check.needs_torch for check in checks):
+    if needs_torch:
         ctx.torch_problem = _probe_torch(ctx)
     results: list[CheckResult] = []
     try:
