@@ -116,8 +116,20 @@ def _format_run(first_digits: str, count: int) -> str:
     return f"{first_digits}-{str(start + count - 1).zfill(width)}"
 
 
+_CHUNKS = re.compile(r"\d+|\D+")
+
+
+def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that orders digits by value: rack2 before rack10, 10.1.2. before 10.1.10."""
+    return tuple((0, int(chunk), chunk) if chunk.isdigit() else (1, 0, chunk) for chunk in _CHUNKS.findall(text))
+
+
 def compress(names: Iterable[str]) -> str:
-    """Compress names into the shortest sorted hostlist expression this grouping allows."""
+    """Compress names into the shortest sorted hostlist expression this grouping allows.
+
+    Pieces come in natural order (numbers in prefixes compared by value), so addresses such as
+    10.1.0.[0-255],10.1.1.[0-255],...,10.1.10.[0-255] expand in the order they were written.
+    """
     numbered: dict[tuple[str, str], list[str]] = defaultdict(list)
     plain: set[str] = set()
     for name in names:
@@ -126,22 +138,23 @@ def compress(names: Iterable[str]) -> str:
             plain.add(name)
         else:
             numbered[(match.group(1), match.group(3))].append(match.group(2))
-    pieces: list[tuple[str, str, int, str]] = [(name, "", -1, name) for name in plain]
+    pieces: list[tuple[tuple[object, ...], str]] = [((_natural(name), (), -1), name) for name in plain]
     for (prefix, suffix), digit_strings in numbered.items():
-        unique = sorted(set(digit_strings), key=lambda digits: (int(digits), len(digits)))
-        runs: list[tuple[str, int]] = []
-        for digits in unique:
+        # by value, then the shorter spelling first: 1 before 01
+        values = sorted({(int(digits), len(digits), digits) for digits in digit_strings})
+        runs: list[tuple[str, int, int, int]] = []  # first digits, first value, width, count
+        for number, length, digits in values:
             if runs:
-                first, count = runs[-1]
-                width = len(first)
-                if int(digits) == int(first) + count and str(int(digits)).zfill(width) == digits:
-                    runs[-1] = (first, count + 1)
+                first, start, width, count = runs[-1]
+                # the run goes on with the next number, written at the run's width
+                if number == start + count and (length == width or (length > width and digits[0] != "0")):
+                    runs[-1] = (first, start, width, count + 1)
                     continue
-            runs.append((digits, 1))
-        if len(runs) == 1 and runs[0][1] == 1:
+            runs.append((digits, number, length, 1))
+        if len(runs) == 1 and runs[0][3] == 1:
             text = f"{prefix}{runs[0][0]}{suffix}"
         else:
-            text = f"{prefix}[{','.join(_format_run(first, count) for first, count in runs)}]{suffix}"
-        pieces.append((prefix, suffix, int(unique[0]), text))
-    pieces.sort(key=lambda piece: (piece[0], piece[1], piece[2]))
-    return ",".join(piece[3] for piece in pieces)
+            text = f"{prefix}[{','.join(_format_run(first, count) for first, _, _, count in runs)}]{suffix}"
+        pieces.append(((_natural(prefix), _natural(suffix), values[0][0]), text))
+    pieces.sort(key=lambda piece: piece[0])
+    return ",".join(text for _, text in pieces)
