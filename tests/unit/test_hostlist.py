@@ -141,6 +141,8 @@ def test_the_limit_itself_is_allowed():
         (["h100-001", "h100-002", "a100-001"], "a100-001,h100-[001-002]"),
         (["n1-ib", "n2-ib", "n3"], "n3,n[1-2]-ib"),
         (["10.0.1.1", "10.0.1.2", "10.0.1.3"], "10.0.1.[1-3]"),
+        (["10.1.10.1", "10.1.2.1", "10.1.9.1"], "10.1.2.1,10.1.9.1,10.1.10.1"),
+        (["rack10-n1", "rack2-n1", "rack2-n2"], "rack2-n[1-2],rack10-n1"),
         ([], ""),
     ],
 )
@@ -261,3 +263,11 @@ def test_any_text_either_expands_or_raises_hostlist_error(text):
     except HostlistError:
         return
     assert names and all(names)
+
+
+def test_addresses_over_several_subnets_expand_in_written_order():
+    # Slurm pairs NodeName and NodeAddr lists by position: the compressed form must keep the order
+    addresses = [f"10.1.{high}.{low}" for high in range(16) for low in range(256)]
+    text = compress(addresses)
+    assert expand(text) == addresses
+    assert text.count(",") == 15
