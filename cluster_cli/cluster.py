@@ -173,9 +173,13 @@ class _Checker:
                 self.fail(where + ("addresses",), f"{len(addresses)} addresses for {len(names)} nodes")
                 addresses = names
         per_node = group.gpus.count if group.gpus else 0
+        shared_devices = tuple(devices) if not single_host else ()  # every multi-host node has the same files
         resolved = []
         for position, name in enumerate(names):
-            node_devices = tuple(devices[position * per_node : (position + 1) * per_node]) if devices else ()
+            if single_host:
+                node_devices = tuple(devices[position * per_node : (position + 1) * per_node]) if devices else ()
+            else:
+                node_devices = shared_devices
             if single_host:
                 host = declared.get(str(group.host))
                 address = (host.address or host.name) if host else str(group.host)
@@ -216,8 +220,6 @@ class _Checker:
             if not device.startswith("/"):
                 self.fail(at + ("devices",), f"device file '{device}' must be an absolute path")
                 break
-        if group.host is None:
-            return devices * node_count
         return devices
 
     # -- hosts and roles -------------------------------------------------------------------------
@@ -279,6 +281,8 @@ class _Checker:
         inventory = self.inventory
         group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
         for host in hosts.values():
+            if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles:
+                continue  # one port and one node at most: nothing can clash
             users: dict[int, str] = {}
             # each claim names the field that sets its port; a clash is reported at the later claim
             claims: list[tuple[int, str, Location]] = []
@@ -346,6 +350,7 @@ class _Checker:
         if topology is None:
             return
         known = [node.name for node in nodes]
+        known_set = set(known)
         covered: Counter[str] = Counter()
         if topology.plugin == "tree":
             if topology.blocks or topology.block_sizes:
@@ -362,7 +367,7 @@ class _Checker:
                     self.fail(where, "a switch has either nodes (leaf) or switches (parent), not both or neither")
                     continue
                 if switch.nodes is not None:
-                    self.count_members(where + ("nodes",), switch.nodes, known, covered)
+                    self.count_members(where + ("nodes",), switch.nodes, known_set, covered)
                 else:
                     kids = self.expand(where + ("switches",), str(switch.switches))
                     for kid in kids:
@@ -376,7 +381,7 @@ class _Checker:
             if not topology.blocks:
                 self.fail(("topology", "blocks"), "a block topology needs blocks")
             for index, block in enumerate(topology.blocks):
-                self.count_members(("topology", "blocks", index, "nodes"), block.nodes, known, covered)
+                self.count_members(("topology", "blocks", index, "nodes"), block.nodes, known_set, covered)
         missing = [name for name in known if covered[name] == 0]
         twice = [name for name in known if covered[name] > 1]
         if missing:
@@ -384,10 +389,9 @@ class _Checker:
         if twice:
             self.fail(("topology",), f"nodes on more than one switch/block: {hostlist.compress(twice)}")
 
-    def count_members(self, location: Location, expression: str, known: list[str], covered: Counter[str]) -> None:
-        known_set = set(known)
+    def count_members(self, location: Location, expression: str, known: set[str], covered: Counter[str]) -> None:
         for name in self.expand(location, expression):
-            if name not in known_set:
+            if name not in known:
                 self.fail(location, f"'{name}' is not a node")
                 return
             covered[name] += 1
