@@ -151,12 +151,31 @@ def _message(error: Mapping[str, Any]) -> str:
     return message
 
 
+def _compose_and_construct(text: str, file: str) -> tuple[Any, yaml.Node | None]:
+    _check_nesting(text, file)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    # the data is built from the composed nodes, not from a second parse of the text
+    data = yaml.constructor.SafeConstructor().construct_document(root) if root is not None else None
+    return data, root
+
+
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
+    data, root = _parse(text, file)
+    duplicates = _duplicate_keys(root)
+    if duplicates:
+        raise InventoryError(
+            [
+                Problem(file, line, format_location(path), f"duplicate key {key!r} (the first would be lost)")
+                for path, line, key in duplicates
+            ]
+        )
+    return data, SourceMap(root)
+
+
+def _parse(text: str, file: str) -> tuple[Any, yaml.Node | None]:
     try:
-        _check_nesting(text, file)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        return _compose_and_construct(text, file)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
@@ -170,15 +189,6 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         raise InventoryError([Problem(file, line, "(yaml)", message)]) from None
     except yaml.YAMLError as error:
         raise InventoryError([Problem(file, 1, "(yaml)", f"invalid YAML: {' '.join(str(error).split())}")]) from None
-    duplicates = _duplicate_keys(root)
-    if duplicates:
-        raise InventoryError(
-            [
-                Problem(file, line, format_location(path), f"duplicate key {key!r} (the first would be lost)")
-                for path, line, key in duplicates
-            ]
-        )
-    return data, SourceMap(root)
 
 
 def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
