@@ -39,8 +39,16 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
     """slurmd instances of a host; fake GPU minors are unique per host, since the device
     cgroup tells devices apart by major:minor, not by path."""
     fake_devices = [
-        path for node in host.slurmd_nodes if node.group.gpus and node.group.gpus.fake for path in node.gpu_devices
+        path
+        for node in host.slurmd_nodes
+        if node.group.gpus and node.group.gpus.fake
+        for path in node.gpu_devices
     ]
+    if not fake_devices:
+        return [
+            {"name": node.name, "port": node.port or default_port, "fake_gpus": []}
+            for node in host.slurmd_nodes
+        ]
     return [
         {
             "name": node.name,
@@ -64,9 +72,7 @@ def inventory_document(cluster: Cluster) -> dict[str, Any]:
             primary = cluster.inventory.controllers.primary
             members = dict(sorted(members.items(), key=lambda item: item[0] != primary))
         children[group] = {"hosts": members}
-    training = {
-        name: None for name, host in cluster.hosts.items() if {"compute", "login"} & host.roles
-    }
+    training = {name: None for name, host in cluster.hosts.items() if {"compute", "login"} & host.roles}
     children["training_env"] = {"hosts": training}
     host_vars = {}
     for name, host in cluster.hosts.items():

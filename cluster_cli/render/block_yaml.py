@@ -33,8 +33,15 @@ def _plain(text: str) -> bool:
     return bool(_PLAIN.match(text)) and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG
 
 
+_PLAIN_KEYS: set[str] = set()
+
+
 def _key(key: Any) -> str:
+    if key in _PLAIN_KEYS:
+        return key  # type: ignore[no-any-return]
     if isinstance(key, str) and len(key) < 128 and _plain(key):  # longer keys PyYAML writes as '? key'
+        if len(_PLAIN_KEYS) < 65536:
+            _PLAIN_KEYS.add(key)
         return key
     raise _Unsupported
 
@@ -80,11 +87,13 @@ def _mapping(
     data: dict[Any, Any], indent: int, path: tuple[str, ...], out: list[str], first_prefix: str | None
 ) -> None:
     pad = " " * indent
-    for position, (raw_key, value) in enumerate(data.items()):
+    here = path + ("map",)
+    lead = pad if first_prefix is None else first_prefix  # a list item's first key follows its "- "
+    for raw_key, value in data.items():
         key = _key(raw_key)
-        lead = first_prefix if position == 0 and first_prefix is not None else pad
-        here = path + ("map",)
-        if isinstance(value, dict):
+        if isinstance(value, str):
+            out.append(f"{lead}{key}: {value if _plain(value) else _scalar(here, key, value)}")
+        elif isinstance(value, dict):
             if not value:
                 out.append(f"{lead}{key}: {{}}")
             else:
@@ -98,6 +107,7 @@ def _mapping(
                 _sequence(value, indent, here, out)
         else:
             out.append(f"{lead}{key}: {_scalar(here, key, value)}")
+        lead = pad
 
 
 def _sequence(data: list[Any], indent: int, path: tuple[str, ...], out: list[str]) -> None:

@@ -84,7 +84,9 @@ def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:
     attributes: list[tuple[str, str]] = []
     if node.single_host:
         attributes.append(("NodeHostname", node.host))
-    attributes.append(("CPUs", str(group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core)))
+    attributes.append(
+        ("CPUs", str(group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core))
+    )
     attributes += [
         ("Sockets", str(group.sockets)),
         ("CoresPerSocket", str(group.cores_per_socket)),
@@ -121,7 +123,8 @@ def node_lines(cluster: Cluster) -> list[str]:
         members = {node.name: node for node in cluster.nodes if node.group is group}
         if not members:
             continue
-        ordered = [members[name] for name in hostlist.expand(hostlist.compress(list(members)))]
+        names = hostlist.compress(list(members))
+        ordered = [members[name] for name in hostlist.expand(names)]
         varying: list[tuple[str, list[str]]] = []
         if any(node.address != node.name for node in ordered):
             varying.append(("NodeAddr", [node.address for node in ordered]))
@@ -130,7 +133,6 @@ def node_lines(cluster: Cluster) -> list[str]:
         attributes = " ".join(f"{key}={value}" for key, value in _node_attributes(ordered[0]))
         compressed = [(key, _aligned(values)) for key, values in varying]
         if all(text is not None for _, text in compressed):
-            names = hostlist.compress(list(members))
             fields = "".join(f" {key}={text}" for key, text in compressed)
             lines.append(f"NodeName={names}{fields} {attributes}")
             continue
@@ -143,7 +145,9 @@ def node_lines(cluster: Cluster) -> list[str]:
 def partition_lines(cluster: Cluster) -> list[str]:
     lines = []
     for partition in cluster.inventory.partitions:
-        settings: list[tuple[str, Any]] = [("Nodes", hostlist.compress(cluster.partition_nodes[partition.name]))]
+        settings: list[tuple[str, Any]] = [
+            ("Nodes", hostlist.compress(cluster.partition_nodes[partition.name]))
+        ]
         if partition.default:
             settings.append(("Default", "YES"))
         settings.append(("MaxTime", partition.max_time))
