@@ -243,8 +243,10 @@ def section(
     lines += [results[key].row(label) for label, key in rows]
     lines += [
         "",
-        f"Goal <= {GOAL_SECONDS:.0f} s for the total: the wall-clock median **{verdict}** it ({total:.2f} s); "
-        f"the CPU time it needs is {results['total'].cpu_median:.2f} s.",
+        (
+            f"Goal <= {GOAL_SECONDS:.0f} s for the total: the wall-clock median **{verdict}** it ({total:.2f} s); "
+            f"the CPU time it needs is {results['total'].cpu_median:.2f} s."
+        ),
         "",
         (
             f"Machine: {host['nproc']} CPUs (`nproc`), {host['memory']} memory, {host['cpu']}; {host['python']}; "
