@@ -32,10 +32,7 @@ def measure(info: trainlib.Dist, nbytes: int, warmup: int, iters: int) -> dict[s
         for _ in range(iters):
             dist.all_reduce(tensor)
     seconds = elapsed[0] / iters
-    # The slowest rank defines the collective's time.
-    slowest = torch.tensor([seconds], dtype=torch.float64, device=info.device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    seconds = float(slowest.item())
+    seconds = trainlib.slowest(seconds, info.device)  # the slowest rank defines the collective's time
     algbw = trainlib.algbw_gbps(numel * 4, seconds)
     return {
         "bytes": numel * 4,

@@ -10,12 +10,9 @@ rank and at N ranks (the sbatch script does both when DDP_BASELINE=1).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import trainlib
-
-LOSS_WINDOW = 3
 
 
 def main() -> None:
@@ -25,11 +22,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="per rank")
     parser.add_argument("--lr", type=float, default=0.05)
     args = parser.parse_args()
-    if args.steps < 2 * LOSS_WINDOW or args.warmup_steps >= args.steps:
-        parser.error(f"--steps must be >= {2 * LOSS_WINDOW} and > --warmup-steps")
+    if args.steps < 2 * trainlib.LOSS_WINDOW or args.warmup_steps >= args.steps:
+        parser.error(f"--steps must be >= {2 * trainlib.LOSS_WINDOW} and > --warmup-steps")
 
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, DistributedSampler
 
@@ -47,37 +43,22 @@ def main() -> None:
 
     losses: list[float] = []
     step_times: list[float] = []
-    step = 0
     epoch = 0
-    while step < args.steps:
+    while len(losses) < args.steps:
         sampler.set_epoch(epoch)
         for inputs, labels in loader:
-            if step == args.steps:
+            if len(losses) == args.steps:
                 break
-            inputs, labels = inputs.to(info.device), labels.to(info.device)
-            trainlib.synchronize(info.device)
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(ddp(inputs), labels)
-            loss.backward()
-            optimizer.step()
-            trainlib.synchronize(info.device)
-            step_times.append(time.perf_counter() - start)
-            global_loss = loss.detach().clone()
-            dist.all_reduce(global_loss)
-            losses.append(float(global_loss.item()) / info.world_size)
-            step += 1
+            seconds, loss = trainlib.train_step(ddp, optimizer, loss_fn, inputs, labels, info.device)
+            step_times.append(seconds)
+            losses.append(loss)
         epoch += 1
 
     timed = step_times[args.warmup_steps :]
-    # The slowest rank sets the pace of a synchronous data-parallel step.
-    total = torch.tensor([sum(timed)], dtype=torch.float64, device=info.device)
-    dist.all_reduce(total, op=dist.ReduceOp.MAX)
-    seconds = float(total.item())
+    seconds = trainlib.slowest(sum(timed), info.device)
     samples = len(timed) * args.batch_size * info.world_size
     digests = trainlib.gather_objects(trainlib.tensors_digest(model.named_parameters()))
-    first = sum(losses[:LOSS_WINDOW]) / LOSS_WINDOW
-    last = sum(losses[-LOSS_WINDOW:]) / LOSS_WINDOW
+    first, last = trainlib.loss_window_means(losses)
     result: dict[str, Any] = {
         "check": "ddp",
         "env": env,

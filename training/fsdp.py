@@ -100,6 +100,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--ckpt-dir", required=True, help="directory every rank can read and write")
     args = parser.parse_args()
+    if args.steps < 2 * trainlib.LOSS_WINDOW or args.warmup_steps >= args.steps:
+        parser.error(f"--steps must be >= {2 * trainlib.LOSS_WINDOW} and > --warmup-steps")
 
     import torch
     import torch.distributed as dist
@@ -113,19 +115,10 @@ def main() -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     losses, step_times = [], []
     for step in range(args.steps):
-        inputs, labels = dataset[step * args.batch_size : (step + 1) * args.batch_size]
-        inputs, labels = inputs.to(info.device), labels.to(info.device)
-        trainlib.synchronize(info.device)
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs), labels)
-        loss.backward()
-        optimizer.step()
-        trainlib.synchronize(info.device)
-        step_times.append(time.perf_counter() - start)
-        global_loss = loss.detach().clone()
-        dist.all_reduce(global_loss)
-        losses.append(float(global_loss.item()) / info.world_size)
+        batch = dataset[step * args.batch_size : (step + 1) * args.batch_size]
+        seconds, loss = trainlib.train_step(model, optimizer, loss_fn, *batch, info.device)
+        step_times.append(seconds)
+        losses.append(loss)
 
     ckpt = Path(args.ckpt_dir)
     if info.is_main and ckpt.exists():
@@ -155,16 +148,16 @@ def main() -> None:
     per_rank = trainlib.gather_objects({"saved": saved, "loaded": loaded, "before": before})
     files = sorted(os.listdir(ckpt)) if ckpt.is_dir() else []
     timed = step_times[args.warmup_steps :]
-    slowest = torch.tensor([sum(timed) / len(timed)], dtype=torch.float64, device=info.device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    step_seconds = trainlib.slowest(sum(timed) / len(timed), info.device)
+    first, last = trainlib.loss_window_means(losses)
     result: dict[str, Any] = {
         "check": "fsdp",
         "env": env,
         "impl": args.impl,
         "steps": args.steps,
         "losses": losses,
-        "loss_decreased": sum(losses[-3:]) < sum(losses[:3]),
-        "step_time_ms": float(slowest.item()) * 1e3,
+        "loss_decreased": last < first,
+        "step_time_ms": step_seconds * 1e3,
         "checkpoint_dir": str(ckpt),
         "checkpoint_files": files,
         "save_s": save_s,

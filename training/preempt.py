@@ -45,7 +45,7 @@ def save_checkpoint(path: Path, model: Any, optimizer: Any, step: int) -> None:
     os.replace(temporary, path)
 
 
-def train_step(model: Any, optimizer: Any, batch: tuple[Any, Any], world_size: int) -> float:
+def data_parallel_step(model: Any, optimizer: Any, batch: tuple[Any, Any], world_size: int) -> float:
     import torch
     import torch.distributed as dist
 
@@ -94,7 +94,9 @@ def main() -> None:
         sampler.set_epoch(epoch)
         order = list(sampler)[index * args.batch_size : (index + 1) * args.batch_size]
         inputs, labels = dataset[order]
-        return train_step(model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size)
+        return data_parallel_step(
+            model, optimizer, (inputs.to(info.device), labels.to(info.device)), info.world_size
+        )
 
     model, optimizer = build(args.seed)
     start_step = 0

@@ -164,6 +164,43 @@ def synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def slowest(seconds: float, device: Any) -> float:
+    """The largest value over all ranks: the slowest rank sets the pace of a synchronous step."""
+    import torch
+    import torch.distributed as dist
+
+    value = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return float(value.item())
+
+
+def train_step(
+    model: Any, optimizer: Any, loss_fn: Any, inputs: Any, labels: Any, device: Any
+) -> tuple[float, float]:
+    """One optimizer step on one batch; returns (seconds incl. device work, loss averaged over ranks)."""
+    import torch.distributed as dist
+
+    inputs, labels = inputs.to(device), labels.to(device)
+    with timed(device) as elapsed:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+    global_loss = loss.detach().clone()
+    dist.all_reduce(global_loss)
+    return elapsed[0], float(global_loss.item()) / dist.get_world_size()
+
+
+LOSS_WINDOW = 3
+
+
+def loss_window_means(losses: list[float], window: int = LOSS_WINDOW) -> tuple[float, float]:
+    """Mean loss of the first and of the last ``window`` steps (the loss "fell" when last < first)."""
+    if len(losses) < 2 * window:
+        raise ValueError(f"need at least {2 * window} losses")
+    return sum(losses[:window]) / window, sum(losses[-window:]) / window
+
+
 @contextmanager
 def timed(device: Any) -> Iterator[list[float]]:
     """``with timed(dev) as t: ...`` leaves the elapsed seconds in ``t[0]`` (device work included)."""

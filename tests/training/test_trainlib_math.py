@@ -86,3 +86,10 @@ def test_digest_sees_a_single_bit_and_ignores_order():
     assert trainlib.tensors_digest(iter([("x", flipped), ("y", b)])) != same
     # bf16 has no numpy dtype; the digest still works on its bytes.
     assert trainlib.tensors_digest(iter([("x", a.to(torch.bfloat16))])) != same
+
+
+def test_loss_window_means_compare_the_first_and_last_steps():
+    assert trainlib.loss_window_means([3.0, 2.0, 1.0, 1.0, 0.5, 0.0], window=3) == (2.0, 0.5)
+    assert trainlib.loss_window_means([1.0, 1.0, 5.0, 5.0], window=2) == (1.0, 5.0)
+    with pytest.raises(ValueError):
+        trainlib.loss_window_means([1.0, 2.0, 3.0], window=2)
