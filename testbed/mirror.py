@@ -17,6 +17,7 @@ as the hosts' only apt source.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -207,7 +208,12 @@ def build_mirror(
     if not pkgs:
         raise TestbedError("no packages given")
     timings: dict[str, float] = {}
-    with Timer() as total:
+    lock_dir = cache / "apt"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    # the private apt state of a release is shared by every build (and by
+    # concurrent test runs): one at a time
+    with open(lock_dir / f".{release}.lock", "w") as lock, Timer() as total:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         with Timer() as t:
             opts = prepare_apt(cache, release, debian_mirror, security_mirror)
         timings["apt_update_seconds"] = round(t.seconds, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -72,6 +73,17 @@ def build_base(
     if shutil.which("debootstrap") is None:
         raise TestbedError("debootstrap is not installed (apt-get install debootstrap)")
     key = base_key(release, packages)
+    (cache_dir / "base").mkdir(parents=True, exist_ok=True)
+    # concurrent builders (two test runs) wait for each other instead of
+    # both running debootstrap
+    with open(cache_dir / "base" / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_base_locked(cache_dir, key, release, packages, debian_mirror, rebuild)
+
+
+def _build_base_locked(cache_dir: Path, key: str, release: str,
+                       packages: tuple[str, ...] | list[str], debian_mirror: str,
+                       rebuild: bool) -> BaseRootfs:
     entry = cache_dir / "base" / key
     rootfs = entry / "rootfs"
     meta_file = entry / "meta.json"
