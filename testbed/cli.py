@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args)
     except TestbedError as exc:
         print(f"testbed: error: {exc}", file=sys.stderr)
+        if args.cmd in ("up", "restart"):
+            print("testbed: what was made is recorded in the run dir; "
+                  f"`python -m testbed down --name {args.name}` removes it", file=sys.stderr)
         return 1
 
 

@@ -157,7 +157,7 @@ class Testbed:
                    for h in self.hosts):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
-                self._down_locked(purge=False)  # leftovers of a crashed run
+                self._down_locked()  # leftovers of a crashed run
             return self._up_locked(cfg)
 
     def _up_locked(self, cfg: TestbedConfig) -> dict[str, Any]:
@@ -372,8 +372,10 @@ class Testbed:
         Returns a list of what was done. With ``purge`` the cache dir
         (base rootfs and mirrors) goes too.
         """
-        with self._lock():
-            done = self._down_locked(purge=False)
+        done: list[str] = []
+        if self.run_dir.exists():
+            with self._lock():
+                done = self._down_locked()
         if purge:
             target = cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR
             if target.exists():
@@ -381,7 +383,7 @@ class Testbed:
                 done.append(f"purged cache {target}")
         return done
 
-    def _down_locked(self, purge: bool) -> list[str]:
+    def _down_locked(self) -> list[str]:
         done: list[str] = []
         st = self.state
         name = st.get("name")
