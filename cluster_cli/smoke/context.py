@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import JobInfo, SlurmSession, read_excerpt
+from cluster_cli.smoke.slurm import JobInfo, NodesUnusable, SlurmSession, read_excerpt
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.thresholds import Thresholds
 from cluster_cli.smoke.users import make_user_dir
@@ -25,6 +25,7 @@ class CheckContext:
     training_dir: Path
     config: dict[str, str]
     torch_problem: str | None = None
+    unusable_nodes: dict[str, str] = field(default_factory=dict)
     deadline: float = field(default=math.inf)
 
     def thresholds(self, detected_gpu: str | None = None) -> Thresholds:
@@ -47,6 +48,11 @@ class CheckContext:
         return [*self.session.job_args, f"--job-name={self.job_name(check)}", f"--time={minutes}"]
 
     def all_nodes_args(self) -> list[str]:
+        """Options for a job over every target node; NodesUnusable when some cannot take jobs,
+        so the check fails at once with the nodes named instead of pending until its timeout."""
+        if self.unusable_nodes:
+            listed = ", ".join(f"{node} {state}" for node, state in sorted(self.unusable_nodes.items()))
+            raise NodesUnusable(f"this check needs every node; not usable: {listed}")
         nodes = self.target.nodes
         return [f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
 

@@ -16,7 +16,14 @@ from typing import Literal
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
 from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, write_json
-from cluster_cli.smoke.slurm import CheckTimeout, SlurmSession, SmokeSetupError, tail
+from cluster_cli.smoke.slurm import (
+    CheckTimeout,
+    NodesUnusable,
+    SlurmSession,
+    SmokeSetupError,
+    tail,
+    unusable_nodes,
+)
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.users import ensure_user, make_user_dir
 
@@ -70,6 +77,7 @@ def run_smoke(
         _copy_training(target.training_dir, run_dir / "training") if needs_torch else target.training_dir
     )
     ctx = CheckContext(target, session, run_id, run_dir, training_dir, config)
+    ctx.unusable_nodes = _unusable_nodes(session, target.nodes)
     if needs_torch:
         ctx.torch_problem = _probe_torch(ctx)
     results: list[CheckResult] = []
@@ -101,6 +109,8 @@ def _run_one(check: Check, ctx: CheckContext) -> CheckResult:
         result = CheckResult(
             check.name, Verdict.FAIL, f"timed out: {str(error).splitlines()[0]}", output_tail=str(error)
         )
+    except NodesUnusable as error:
+        result = CheckResult(check.name, Verdict.FAIL, str(error))
     except Exception as error:  # noqa: BLE001 - one broken check must not end the suite
         result = CheckResult(
             check.name,
@@ -121,6 +131,17 @@ def _copy_training(source: Path, destination: Path) -> Path:
     for path in [destination, *destination.rglob("*")]:
         path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
     return destination
+
+
+def _unusable_nodes(session: SlurmSession, nodes: list[str], settle_s: float = 15.0) -> dict[str, str]:
+    """Nodes that cannot take jobs, after giving transient states (a node just resumed shows
+    ``idle*`` until its slurmd re-registers) up to ``settle_s`` to clear."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        unusable = unusable_nodes(nodes, session.node_states(nodes))
+        if not unusable or time.monotonic() > deadline:
+            return unusable
+        time.sleep(1.0)
 
 
 def _probe_torch(ctx: CheckContext) -> str | None:

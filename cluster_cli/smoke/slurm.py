@@ -42,6 +42,29 @@ class CheckTimeout(RuntimeError):
     """A job or command outlived the check's time budget."""
 
 
+class NodesUnusable(RuntimeError):
+    """A check needs every target node and some cannot take jobs (down, drained, not responding)."""
+
+
+# Node states (sinfo %T) that accept new jobs; any flag suffix (`*` not responding, `~` powered
+# off, `#` powering up, `!` pending power down, `%` powering down, `$` maintenance reservation,
+# `@` pending reboot, `^` rebooting, `-` planned) means it cannot be counted on now.
+USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+
+
+def unusable_nodes(nodes: Sequence[str], states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """Target nodes that cannot take a job now, each with its state and Slurm's reason."""
+    unusable = {}
+    for node in nodes:
+        if node not in states:
+            unusable[node] = "unknown to Slurm (not in sinfo)"
+            continue
+        state, reason = states[node]
+        if state not in USABLE_NODE_STATES:
+            unusable[node] = state + (f" ({reason})" if reason and reason != "none" else "")
+    return unusable
+
+
 @dataclass(frozen=True)
 class User:
     name: str
@@ -266,6 +289,17 @@ class SlurmSession:
             parts = line.split(maxsplit=1)
             if len(parts) == 2 and parts[1].startswith(prefix):
                 self.cancel(parts[0].split("_")[0])
+
+    def node_states(self, nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``sinfo -N``: node -> (state with flags, reason) for the nodes Slurm knows."""
+        done = self.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"], timeout=30)
+        states: dict[str, tuple[str, str]] = {}
+        for line in done.stdout.splitlines():
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            # A node in several partitions is listed once per partition; any line will do.
+            states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
+        return states
 
     def show_config(self) -> dict[str, str]:
         """``scontrol show config`` as a dict; SmokeSetupError when the controller cannot be reached."""

@@ -7,7 +7,7 @@ import pytest
 from cluster_cli.smoke import CHECK_NAMES
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
-from cluster_cli.smoke.slurm import JobInfo, excerpt, parse_scontrol_record, read_excerpt
+from cluster_cli.smoke.slurm import JobInfo, excerpt, parse_scontrol_record, read_excerpt, unusable_nodes
 
 # Shortened `scontrol show job -o` line of an array task (Slurm 22.05).
 LINE = (
@@ -156,3 +156,22 @@ def test_short_output_is_kept_whole():
 
 def test_read_excerpt_of_a_missing_file_says_so(tmp_path):
     assert read_excerpt(tmp_path / "slurm-1.out").startswith("(no output: No such file or directory")
+
+
+def test_unusable_nodes_names_state_and_reason():
+    states = {
+        "n1": ("idle", "none"),
+        "n2": ("mixed", "none"),
+        "n3": ("down", "smoke-test-broken-node"),
+        "n4": ("drained", "maint"),
+        "n5": ("idle*", "none"),  # not responding
+        "n6": ("allocated", "none"),
+    }
+    unusable = unusable_nodes(["n1", "n2", "n3", "n4", "n5", "n6", "n7"], states)
+    assert unusable == {
+        "n3": "down (smoke-test-broken-node)",
+        "n4": "drained (maint)",
+        "n5": "idle*",
+        "n7": "unknown to Slurm (not in sinfo)",
+    }
+    assert unusable_nodes(["n1", "n2", "n6"], states) == {}
