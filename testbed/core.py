@@ -234,7 +234,8 @@ class Testbed:
             hostmod.configure_root(root, hostmod.HostFiles(
                 name=h["name"], address=h["address"], etc_hosts=etc_hosts,
                 authorized_key=pub, host_key_dir=hdir / "hostkey",
-                mirror=cfg.mirror is not None))
+                mirror=cfg.mirror is not None,
+                wheelhouse=cfg.mirror is not None and (cfg.mirror / "wheels").is_dir()))
             if cfg.mirror is not None:
                 (root / "mirror").mkdir(exist_ok=True)
             host_pubs.append((h["name"], h["address"], host_pub))

@@ -72,6 +72,7 @@ class HostFiles:
     authorized_key: str
     host_key_dir: Path  # holds ssh_host_ed25519_key(.pub) made on the control node
     mirror: bool  # sources.list points at the bind-mounted /mirror
+    wheelhouse: bool = False  # the mirror has wheels/: pip uses only it
 
 
 def configure_root(root: Path, files: HostFiles) -> None:
@@ -116,6 +117,13 @@ def configure_root(root: Path, files: HostFiles) -> None:
         )
     else:
         (apt / "sources.list").write_text("# test bed: no mirror given\n")
+    # pip: like apt, only the mirror (its wheelhouse), no index
+    pip_conf = etc / "pip.conf"
+    if files.wheelhouse:
+        pip_conf.write_text("# test bed: the mirror's wheelhouse only\n[global]\n"
+                            "no-index = true\nfind-links = /mirror/wheels\n")
+    elif pip_conf.exists():
+        pip_conf.unlink()
     (apt / "apt.conf.d").mkdir(exist_ok=True)
     (apt / "apt.conf.d" / "90testbed").write_text(
         'APT::Install-Recommends "false";\nAcquire::Languages "none";\n'
@@ -241,8 +249,15 @@ def find_leader(nspawn_pid: int) -> int | None:
     return None
 
 
+#: The environment of a command run in a host by nsenter. nsenter passes its
+#: own environment through: the control node's PIP_FIND_LINKS, PATH (pyenv
+#: shims), proxies... would leak into the host.
+HOST_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root", "LANG=C.UTF-8", "USER=root", "LOGNAME=root")
+
+
 def nsenter_argv(leader_pid: int, argv: list[str]) -> list[str]:
-    return ["nsenter", "-t", str(leader_pid), "-a", *argv]
+    return ["nsenter", "-t", str(leader_pid), "-a", "/usr/bin/env", "-i", *HOST_ENV, *argv]
 
 
 def system_state(leader_pid: int) -> str:

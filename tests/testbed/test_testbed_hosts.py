@@ -48,6 +48,14 @@ def test_each_host_is_isolated_from_the_root_namespace(bed: Testbed) -> None:
     assert mac == bed.host("h1")["mac"]
 
 
+def test_exec_does_not_leak_the_control_node_environment(
+        bed: Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_FIND_LINKS", "/control-node-only")
+    env = bed.exec("h1", ["env"]).stdout.splitlines()
+    assert not [e for e in env if e.startswith("PIP_")]
+    assert "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in env
+
+
 def test_ssh_from_the_control_node_with_the_generated_key(bed: Testbed) -> None:
     key = bed.run_dir / "id_ed25519"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -117,6 +125,8 @@ def test_mirror_is_the_only_apt_source_and_serves_installs(bed: Testbed) -> None
               " && hello")
     cp = bed.ssh("h1", ["sh", "-c", script], timeout=300)
     assert cp.stdout.strip().endswith("Hello, world!")
+    # the small mirror has no wheelhouse: no pip configuration either
+    assert bed.exec("h1", ["test", "-e", "/etc/pip.conf"], check=False).returncode == 1
 
 
 def test_cgroup_controllers_are_writable_and_private(bed: Testbed) -> None:
