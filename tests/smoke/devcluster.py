@@ -333,16 +333,6 @@ def _register_accounting(cluster: DevCluster) -> None:
     )
 
 
-def add_accounting_user(cluster: DevCluster, user: str) -> None:
-    subprocess.run(
-        ["sacctmgr", "-i", "add", "user", user, "account=smoke"],
-        env=cluster.env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def _all_idle(cluster: DevCluster) -> bool:
     out = subprocess.run(
         ["sinfo", "-h", "-N", "-o", "%N %t"], env=cluster.env(), capture_output=True, text=True, check=False
