@@ -161,16 +161,18 @@ def full_run(text: str) -> int:
 
 
 class Measurement:
-    """Wall-clock and CPU seconds of N runs (CPU time shows the work when the machine is shared)."""
+    """Wall-clock and CPU seconds of one step over N runs (CPU time shows the work itself when
+    other processes share the machine)."""
 
-    def __init__(self, function: Callable[[], object], runs: int):
+    def __init__(self) -> None:
         self.wall: list[float] = []
         self.cpu: list[float] = []
-        for _ in range(runs):
-            wall, cpu = time.perf_counter(), time.process_time()
-            function()
-            self.wall.append(time.perf_counter() - wall)
-            self.cpu.append(time.process_time() - cpu)
+
+    def time(self, function: Callable[[], object]) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        function()
+        self.wall.append(time.perf_counter() - wall)
+        self.cpu.append(time.process_time() - cpu)
 
     @property
     def median(self) -> float:
@@ -315,12 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         "output_megabytes": output_bytes / 1e6,
         "slurm_conf_lines": len(slurm_conf.splitlines()),
     }
-    results = {
-        "parse+validate": Measurement(lambda: parse_and_validate(text), options.runs),
-        "resolve": Measurement(lambda: resolve(inventory, source, "bench.yaml"), options.runs),  # type: ignore[arg-type]
-        "render": Measurement(lambda: render_everything(cluster), options.runs),
-        "total": Measurement(lambda: full_run(text), options.runs),
+    steps: dict[str, Callable[[], object]] = {
+        "parse+validate": lambda: parse_and_validate(text),
+        "resolve": lambda: resolve(inventory, source, "bench.yaml"),  # type: ignore[arg-type]
+        "render": lambda: render_everything(cluster),
+        "total": lambda: full_run(text),
     }
+    results = {name: Measurement() for name in steps}
+    for _ in range(options.runs):  # interleaved, so that changing load affects every step alike
+        for name, step in steps.items():
+            results[name].time(step)
     host = machine()
     host["load"] = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     text_out = section(results, options.runs, facts, host)
