@@ -31,8 +31,15 @@ MANAGED_SLURM_KEYS = {
     "PartitionName": "partitions",
     "SlurmUser": "slurm.user",
     "SlurmctldHost": "controllers.primary / controllers.backup",
+    "SlurmctldLogFile": "slurm.paths.log_dir",
+    "SlurmctldPidFile": "slurm.paths.run_dir",
     "SlurmctldPort": "controllers.port",
+    "SlurmdLogFile": "slurm.paths.log_dir",
+    "SlurmdPidFile": "slurm.paths.run_dir",
     "SlurmdPort": "slurm.slurmd_port",
+    "SlurmdSpoolDir": "slurm.paths.spool_dir",
+    # the roles create these directories, so they must come from slurm.paths
+    "StateSaveLocation": "slurm.paths.state_dir",
     "TopologyPlugin": "topology.plugin",
 }
 MANAGED_PARTITION_KEYS = {
