@@ -158,7 +158,21 @@ class Testbed:
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
                 self._down_locked()  # leftovers of a crashed run
+            self._refuse_foreign(cfg)
             return self._up_locked(cfg)
+
+    def _refuse_foreign(self, cfg: TestbedConfig) -> None:
+        """Namespaces or cgroups with this bed's names that our own state does not
+        account for belong to a bed of the same name in another run dir: never
+        take them over (or delete them later)."""
+        names = [bridge_ns_name(cfg.name)] + [host_ns_name(cfg.name, h) for h in cfg.hosts]
+        taken = [n for n in names if net.netns_exists(n)]
+        taken += [str(c) for h in cfg.hosts for c in cgroups.host_cgroups(cfg.name, h)
+                  if c.exists()]
+        if taken:
+            raise TestbedError(
+                f"a test bed named {cfg.name!r} seems up in another run dir ({', '.join(taken)}): "
+                "take that one down or choose another --name")
 
     def _up_locked(self, cfg: TestbedConfig) -> dict[str, Any]:
         total = Timer().__enter__()

@@ -157,6 +157,19 @@ def test_restart_reboots_one_host_and_keeps_its_disk(bed: Testbed) -> None:
     assert bed.exec("h2", ["cat", "/proc/sys/kernel/random/boot_id"]).stdout != boot_id
 
 
+def test_up_refuses_a_bed_that_is_up_or_a_name_in_use(bed: Testbed, tmp_path: Path) -> None:
+    cfg = TestbedConfig(hosts=["h1", "h2"], name=bed.state["name"], run_dir=bed.run_dir)
+    with pytest.raises(TestbedError, match="already up"):
+        bed.up(cfg)
+    # same name, another run dir: its namespaces are not ours to reuse or delete
+    other = Testbed(tmp_path)
+    cfg2 = TestbedConfig(hosts=["h1"], name=bed.state["name"], run_dir=tmp_path)
+    with pytest.raises(TestbedError, match="seems up in another run dir"):
+        other.up(cfg2)
+    other.down()
+    assert bed.is_alive("h1") and bed.is_alive("h2")
+
+
 def test_status_reports_every_host(bed: Testbed) -> None:
     st = bed.status()
     assert [h["name"] for h in st["hosts"]] == ["h1", "h2"]
