@@ -350,6 +350,10 @@ class Training(StrictModel):
     python: str = Field("/usr/bin/python3", description="Interpreter the virtual environment is made from.")
     torch_version: str = Field("2.13.0", description="Pinned torch version.")
     venv_path: str = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
+    packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$")]] = Field(
+        default_factory=lambda: ["numpy==2.4.6"],
+        description="Exact pins (name==version) installed beside torch; torch.distributed needs numpy.",
+    )
     work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")
     test_user: Name = Field("smoke", description="Unprivileged user the smoke jobs run as.")
     thresholds: dict[str, GpuThreshold] = Field(

@@ -53,6 +53,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version,
+        "training_env_packages": list(training.packages),
     }
     return variables
 
