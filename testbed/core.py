@@ -152,9 +152,7 @@ class Testbed:
         cfg.validate()
         check_prerequisites()
         with self._lock():
-            if any(self._running(h) and same_process(self._running(h).leader_pid,  # type: ignore[union-attr]
-                                                     self._running(h).leader_start)  # type: ignore[union-attr]
-                   for h in self.hosts):
+            if any(self.is_alive(h["name"]) for h in self.hosts):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
                 self._down_locked()  # leftovers of a crashed run
