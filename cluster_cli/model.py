@@ -354,6 +354,10 @@ class Training(StrictModel):
         default_factory=lambda: ["numpy==2.4.6"],
         description="Exact pins (name==version) installed beside torch; torch.distributed needs numpy.",
     )
+    pip_args: list[str] = Field(
+        default_factory=list,
+        description="Extra pip arguments for hosts without PyPI, e.g. `[--no-index, --find-links=/mirror/wheels]`.",
+    )
     work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")
     test_user: Name = Field("smoke", description="Unprivileged user the smoke jobs run as.")
     thresholds: dict[str, GpuThreshold] = Field(

@@ -54,6 +54,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version,
         "training_env_packages": list(training.packages),
+        "training_env_pip_args": list(training.pip_args),
     }
     return variables
 

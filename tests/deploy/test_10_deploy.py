@@ -54,7 +54,7 @@ def test_gres_binds_exactly_one_fake_gpu(deployed_cluster: DeployedCluster) -> N
 
 
 def test_job_recorded_in_sacct_with_gpu_tres(deployed_cluster: DeployedCluster) -> None:
-    job = run(["sbatch", "--parsable", "--gres=gpu:1", "--wrap", "sleep 1", "--job-name=acct-check"]).strip().split(";")[0]
+    job = run(["sbatch", "--parsable", "--gres=gpu:1", "--output=/dev/null", "--wrap", "sleep 1", "--job-name=acct-check"]).strip().split(";")[0]
     deadline = time.monotonic() + 90
     line = ""
     while time.monotonic() < deadline:
