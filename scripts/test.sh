@@ -5,6 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+
+# System tools the tests use: Slurm daemons for the rendered-config test, and debootstrap,
+# systemd-nspawn, dpkg-scanpackages and nc for the multi-host test bed. The deploy test installs
+# the rest (MariaDB, slurmdbd, ...) through the roles, as a user's deploy would.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq "$@"; }
+  apt_get update
+  apt_get install -y --no-install-recommends slurmctld slurmd slurm-client munge \
+    systemd-container debootstrap dpkg-dev netcat-openbsd >/dev/null
+fi
 yamllint --strict .
 ansible-lint --profile production
 python -m pytest "$@"
