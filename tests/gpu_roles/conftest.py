@@ -1,0 +1,16 @@
+"""Tests of the GPU roles (slurm_build, nvidia, nccl), run for real with ansible-playbook on localhost.
+
+Tests that need root (files under /etc, packages) or a GPU skip with the reason; the Slurm build
+is slow and runs only with CLUSTER_CLI_SLOW_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: takes many minutes (builds Slurm from source); runs only with CLUSTER_CLI_SLOW_TESTS=1",
+    )

@@ -1,0 +1,211 @@
+"""roles/slurm_build for real on this machine: Slurm built from source with the NVML plugin.
+
+Slow (a full Debian package build, ~40 min on 2 cores): runs only with CLUSTER_CLI_SLOW_TESTS=1.
+Needs root, apt and the Debian mirror. It installs the plugin package beside Debian's Slurm
+packages; the plugin package and the apt source files are put back as they were afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gpu_roles_helpers import ansible_playbook, is_root, run_role
+
+SLOW = os.environ.get("CLUSTER_CLI_SLOW_TESTS") == "1"
+SOURCES = Path("/etc/apt/sources.list.d")
+SOURCE_FILES = (SOURCES / "cluster-cli-slurm-build.sources", SOURCES / "cluster-cli-slurm-repo.sources")
+PLUGIN_PACKAGE = "slurm-wlm-nvml-plugin"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not SLOW, reason="builds Slurm from source (~40 min on 2 cores); set CLUSTER_CLI_SLOW_TESTS=1"
+    ),
+    pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
+]
+
+
+def dpkg_version(package: str) -> str | None:
+    shown = subprocess.run(
+        ["dpkg-query", "--show", "--showformat=${db:Status-Abbrev}${Version}", package],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return shown.stdout[2:].strip() if shown.returncode == 0 and shown.stdout.startswith("ii") else None
+
+
+def apt_get(*args: str) -> None:
+    subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "-y", *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def build_host() -> Iterator[None]:
+    """Root and apt; the apt sources and the plugin package are restored afterwards."""
+    if not is_root() or shutil.which("apt-get") is None:
+        pytest.skip("building and installing Slurm packages needs root and apt (Debian)")
+    if dpkg_version("slurm-wlm-basic-plugins") is None:
+        pytest.skip("Debian's Slurm packages (slurm-wlm-basic-plugins) are not installed here")
+    saved = {path: path.read_bytes() if path.exists() else None for path in SOURCE_FILES}
+    plugin_before = dpkg_version(PLUGIN_PACKAGE)
+    yield
+    if plugin_before is None and dpkg_version(PLUGIN_PACKAGE) is not None:
+        apt_get("purge", PLUGIN_PACKAGE)
+    changed = False
+    for path, content in saved.items():
+        now = path.read_bytes() if path.exists() else None
+        if now != content:
+            changed = True
+            if content is None:
+                path.unlink()
+            else:
+                path.write_bytes(content)
+    if changed:
+        apt_get("update")
+
+
+def slurmd_gres_probe(tmp_path: Path, nvml_lib_dir: Path | None) -> str:
+    """`slurmd -G` of a private node with AutoDetect=nvml: what GPU autodetection says here."""
+    conf = tmp_path / "probe"
+    conf.mkdir(exist_ok=True)
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
+    (conf / "slurm.conf").write_text(
+        "\n".join(
+            [
+                "ClusterName=gpuroles",
+                f"SlurmctldHost={host}(127.0.0.1)",
+                "SlurmctldPort=28090",
+                "SlurmdPort=28091",
+                f"SlurmdSpoolDir={conf}/spool/%n",
+                f"SlurmdPidFile={conf}/slurmd-%n.pid",
+                "SlurmdDebug=debug",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "GresTypes=gpu",
+                f"NodeName=gpuprobe NodeHostname={host} NodeAddr=127.0.0.1 Port=28091 CPUs=1 Gres=gpu:1",
+                "PartitionName=probe Nodes=gpuprobe Default=YES",
+                "",
+            ]
+        )
+    )
+    (conf / "gres.conf").write_text("NodeName=gpuprobe AutoDetect=nvml\n")
+    (conf / "spool" / "gpuprobe").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, SLURM_CONF=str(conf / "slurm.conf"))
+    if nvml_lib_dir is not None:
+        env["LD_LIBRARY_PATH"] = str(nvml_lib_dir)
+    probe = subprocess.run(
+        ["/usr/sbin/slurmd", "-G", "-D", "-N", "gpuprobe", "-vv"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    return probe.stdout + probe.stderr
+
+
+def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(tmp_path: Path, build_host: None) -> None:
+    debian_version = dpkg_version("slurm-wlm-basic-plugins")
+    work, repo, fetch, pending = (tmp_path / name for name in ("work", "repo", "fetch", "pending"))
+    variables = {
+        "slurm_build_version": debian_version,
+        "slurm_build_work_dir": str(work),
+        "slurm_build_repo_dir": str(repo),
+        "slurm_build_fetch_dir": str(fetch),
+        "slurm_common_pending_dir": str(pending),
+    }
+    plugin_before = dpkg_version(PLUGIN_PACKAGE)
+    run = run_role(
+        tmp_path / "first",
+        "slurm_build",
+        extra_vars=variables,
+        hosts=("buildhost", "node2"),
+        timeout=4 * 3600,
+    )
+    assert run.returncode == 0, run.explain()
+    assert f"Building debian Slurm {debian_version} with NVML on buildhost" in run.text
+
+    package_version = f"{debian_version}+nvml1"
+    deb = repo / f"{PLUGIN_PACKAGE}_{package_version}_amd64.deb"
+    assert deb.is_file() and (fetch / deb.name).read_bytes() == deb.read_bytes()
+    fields = subprocess.run(
+        ["dpkg-deb", "--field", str(deb), "Version", "Depends"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"Version: {package_version}" in fields
+    assert f"Depends: slurm-wlm-basic-plugins (= {debian_version})" in fields
+    assert "libnvidia-ml" not in fields.split("Depends:")[1]
+
+    # Installed beside Debian's packages, which stay at their version.
+    assert dpkg_version(PLUGIN_PACKAGE) == package_version
+    assert dpkg_version("slurm-wlm-basic-plugins") == debian_version
+    assert dpkg_version("slurmd") == debian_version
+    listed = subprocess.run(
+        ["dpkg", "-L", PLUGIN_PACKAGE], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert any(line.endswith("/slurm-wlm/gpu_nvml.so") and Path(line).is_file() for line in listed), listed
+    if plugin_before is None:
+        assert (pending / "restart-slurmd").is_file(), "a new plugin should record a slurmd restart"
+
+    # The honest difference on a machine without GPUs: with the NVIDIA library at hand (unpacked
+    # by the build, never installed) slurmd now loads gpu/nvml and NVML reports the missing driver.
+    without = slurmd_gres_probe(tmp_path, None)
+    assert "We were configured with nvml functionality, but that lib wasn't found on the system." in without
+    nvml_lib = next((work / "nvml-root").rglob("libnvidia-ml.so")).parent
+    with_lib = slurmd_gres_probe(tmp_path, nvml_lib)
+    assert "Failed to initialize NVML: Driver Not Loaded" in with_lib
+    assert "0 GPU system device(s) detected" in with_lib
+    assert "Couldn't find the specified plugin name for gpu/nvml" not in with_lib
+
+    again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables, hosts=("buildhost", "node2"))
+    assert again.returncode == 0, again.explain()
+    assert "build skipped" in again.text
+    assert again.recap("buildhost")["changed"] == 0 and again.recap("node2")["changed"] == 0
+
+
+def test_tarball_build_checks_the_checksum_and_installs_into_the_prefix(
+    tmp_path: Path, build_host: None
+) -> None:
+    """The official tarball is out of reach here: Debian's upstream tarball of the same release stands in."""
+    source = tmp_path / "source"
+    source.mkdir()
+    subprocess.run(
+        ["apt-get", "-o", "APT::Sandbox::User=root", "source", "--download-only", "slurm-wlm"],
+        cwd=source,
+        check=True,
+        capture_output=True,
+    )
+    original = next(source.glob("slurm-wlm_*.orig.tar.*"))
+    version = original.name.split("_")[1].split(".orig")[0]
+    tarball = tmp_path / f"slurm-{version}.tar{original.name.split('.tar')[1]}"
+    shutil.copy(original, tarball)
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    prefix = tmp_path / "prefix"
+    variables = {
+        "slurm_build_source": "tarball",
+        "slurm_build_tarball_url": f"file://{tarball}",
+        "slurm_build_tarball_sha256": digest,
+        "slurm_build_prefix": str(prefix),
+        "slurm_build_work_dir": str(tmp_path / "work"),
+        "slurm_build_repo_dir": str(tmp_path / "repo"),
+        "slurm_common_pending_dir": str(tmp_path / "pending"),
+    }
+    wrong = run_role(
+        tmp_path / "wrong", "slurm_build", extra_vars=variables | {"slurm_build_tarball_sha256": "0" * 64}
+    )
+    assert wrong.returncode != 0, wrong.explain()
+    assert "checksum" in wrong.text.lower()
+    assert not (tmp_path / "work" / "tarball-src" / "configure").exists()
+
+    run = run_role(tmp_path / "first", "slurm_build", extra_vars=variables, timeout=4 * 3600)
+    assert run.returncode == 0, run.explain()
+    assert (prefix / "lib" / "slurm" / "gpu_nvml.so").is_file()
+    assert (prefix / "sbin" / "slurmd").is_file()
+    again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables)
+    assert again.returncode == 0, again.explain()
+    assert "build skipped" in again.text and again.recap("gpuhost")["changed"] == 0
