@@ -32,7 +32,12 @@ def test_systemd_is_running_in_each_host(bed: Testbed) -> None:
         assert comm == "systemd"
         assert bed.exec(h["name"], ["hostname"]).stdout.strip() == h["name"]
         failed = bed.exec(h["name"], ["systemctl", "--failed", "--no-legend", "--plain"]).stdout
-        assert failed.strip() == "", f"failed units on {h['name']}: {failed}"
+        journals = "".join(
+            bed.exec(h["name"], ["journalctl", "-b", "--no-pager", "-n", "30", "-u", line.split()[0]], check=False).stdout
+            for line in failed.splitlines()
+            if line.strip()
+        )
+        assert failed.strip() == "", f"failed units on {h['name']}: {failed}\n{journals}"
 
 
 def test_each_host_is_isolated_from_the_root_namespace(bed: Testbed) -> None:
