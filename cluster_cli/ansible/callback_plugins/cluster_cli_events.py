@@ -24,15 +24,20 @@ requirements:
 MESSAGE_LIMIT = 2000
 
 
+STDOUT_LINES = 10
+
+
 def _message(result):
-    data = result._result
-    parts = []
-    for key in ("msg", "stderr", "stdout"):
-        value = data.get(key)
-        if value and isinstance(value, str):
-            parts.append(value.strip())
+    """msg and stderr of a failed task; only without them, the last lines of its stdout."""
+    data = result._result  # noqa: SLF001 - the documented way callbacks read results
+    parts = [data[key].strip() for key in ("msg", "stderr") if isinstance(data.get(key), str) and data[key].strip()]
+    # A retried task that gave up (until/retries) printed what it polled, not why it failed.
+    if not parts and not data.get("attempts") and isinstance(data.get("stdout"), str) and data["stdout"].strip():
+        parts = data["stdout"].strip().splitlines()[-STDOUT_LINES:]
     if not parts and data.get("results"):
         parts = [str(item.get("msg", "")) for item in data["results"] if isinstance(item, dict) and item.get("failed")]
+    if data.get("attempts"):
+        parts.insert(0, f"condition still false after {data['attempts']} attempts")
     return "\n".join(parts)[-MESSAGE_LIMIT:]
 
 
