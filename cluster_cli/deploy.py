@@ -98,6 +98,5 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
         code, output = run_ad_hoc(
             prepared.inventory_file, failure.host, ["tail", "-n", str(LOG_TAIL_LINES), path], timeout_s=60
         )
-        body = output.split("\n", 1)[1] if "\n" in output else output
-        tails.append((path, body.rstrip() if code == 0 else f"(could not read: {body.strip()[:200]})"))
+        tails.append((path, output if code == 0 else f"(could not read: {output[:200]})"))
     return tails

@@ -66,9 +66,7 @@ class HostCommand:
             except subprocess.TimeoutExpired:
                 return 124, f"timed out after {timeout_s:.0f} s"
             return completed.returncode, (completed.stdout + completed.stderr).strip()
-        code, output = run_ad_hoc(self.inventory_file, host, argv, timeout_s)
-        body = output.split("\n", 1)[1] if "\n" in output else output
-        return code, body.strip()
+        return run_ad_hoc(self.inventory_file, host, argv, timeout_s)
 
 
 def collect_status(cluster: Cluster) -> ClusterStatus:

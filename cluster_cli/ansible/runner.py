@@ -181,7 +181,11 @@ def _record(result: PlaybookResult, event: dict[str, Any], current_role: dict[st
 
 
 def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float = 60) -> tuple[int, str]:
-    """Run one command on one inventory host through Ansible (command module, no shell)."""
+    """Run one command on one inventory host through Ansible (command module, no shell).
+
+    Returns the exit code and the command's output, without Ansible's ``host | CHANGED | rc=0 >>``
+    header line.
+    """
     project = project_dir()
     command = [ansible_tool("ansible"), host, "-i", str(inventory), "-m", "ansible.builtin.command"]
     command += ["-a", json.dumps({"argv": list(argv)})]
@@ -192,4 +196,6 @@ def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float
         )
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout_s:.0f} s"
-    return completed.returncode, completed.stdout + completed.stderr
+    output = completed.stdout + completed.stderr
+    body = output.split("\n", 1)[1] if "\n" in output else output
+    return completed.returncode, body.strip()
