@@ -37,7 +37,6 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurm_common_conf_dir": paths.conf_dir,
         "slurm_common_version": slurm.version or "",
         # slurmdbd
-        "slurmdbd_config_src": config_src,
         "slurmdbd_port": accounting.port,
         "slurmdbd_storage_loc": accounting.database,
         "slurmdbd_storage_user": accounting.database_user,
