@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .core import DEFAULT_CACHE_DIR, DEFAULT_SUBNET, Testbed, TestbedConfig
+from .core import APT_SOURCES, DEFAULT_CACHE_DIR, DEFAULT_SUBNET, Testbed, TestbedConfig
 from .mirror import DEFAULT_MIRROR_PACKAGES, build_mirror, default_mirror_dir
 from .proc import TestbedError
 from .rootfs import COPY_MODES, RELEASES
@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
                     default="auto")
     up.add_argument("--bind-ro", action="append", default=[], metavar="SRC:DST",
                     help="extra read-only bind mount into every host")
+    up.add_argument("--shared", action="append", default=[], metavar="DST[=HOST,...]",
+                    help="a directory shared read-write at DST by the listed hosts (default every "
+                    "host), like an NFS export; kept under the run dir until down")
+    up.add_argument("--apt-sources", choices=APT_SOURCES, default="mirror",
+                    help="'mirror': the bound mirror is the hosts' only apt source and pip index; "
+                    "'none': no source, the deploy's package_mirror must set it (default mirror)")
     up.add_argument("--json", action="store_true", help="print the state as JSON")
 
     down = sub.add_parser("down", help="stop the hosts and remove everything up made")
@@ -112,9 +118,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         for spec in args.bind_ro:
             src, _, dst = spec.partition(":")
             binds.append((Path(src).resolve(), dst or src))
+        shared = [parse_shared(spec) for spec in args.shared]
         cfg = TestbedConfig(hosts=hosts, name=args.name, release=args.release,
                             subnet=args.subnet, cache_dir=args.cache_dir, run_dir=args.run_dir,
-                            mirror=mirror, copy_mode=args.copy_mode, binds_ro=binds)
+                            mirror=mirror, copy_mode=args.copy_mode, binds_ro=binds,
+                            shared=shared, apt_sources=args.apt_sources)
         state = tb.up(cfg)
         if args.json:
             print(json.dumps(state, indent=2))
@@ -146,6 +154,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         # output goes straight to our terminal; the host command's status is ours
         return subprocess.run(argv, check=False).returncode
     raise TestbedError(f"unknown command {args.cmd}")
+
+
+def parse_shared(spec: str) -> tuple[str, list[str] | None]:
+    """``/srv/x`` -> ("/srv/x", None); ``/srv/x=a,b`` -> ("/srv/x", ["a", "b"])."""
+    dst, sep, hosts = spec.partition("=")
+    names = [h.strip() for h in hosts.split(",") if h.strip()]
+    if sep and not names:
+        raise TestbedError(f"--shared {spec}: no host names after '='")
+    return dst, names if sep else None
 
 
 def _print_status(st: dict) -> None:  # type: ignore[type-arg]

@@ -28,6 +28,7 @@ DEFAULT_CACHE_DIR = Path(os.environ.get("CLUSTER_TESTBED_CACHE", "/var/cache/clu
 DEFAULT_RUN_ROOT = Path(os.environ.get("CLUSTER_TESTBED_RUNS", "/var/lib/cluster-testbed"))
 DEFAULT_SUBNET = "10.213.47.0/24"
 STATE_VERSION = 1
+APT_SOURCES = ("mirror", "none")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,20}$")
 HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -48,6 +49,13 @@ class TestbedConfig:
     copy_mode: str = "overlay"  # or "copy"
     base_packages: list[str] = field(default_factory=lambda: list(rfs.BASE_PACKAGES))
     binds_ro: list[tuple[Path, str]] = field(default_factory=list)  # extra read-only binds
+    # Directories shared read-write by some hosts, like an NFS export: (path inside the hosts,
+    # host names or None for every host). Made under RUN_DIR/shared/, removed by down.
+    shared: list[tuple[str, list[str] | None]] = field(default_factory=list)
+    # "mirror": the hosts' only apt source (and pip's only index) is the bound mirror, as if
+    # installed from it; "none": no source at all, the mirror is only bound at /mirror (the
+    # deploy's package_mirror must point the hosts at it).
+    apt_sources: str = "mirror"
     debian_mirror: str = rfs.DEFAULT_DEBIAN_MIRROR
     boot_timeout: float = 120.0
 
@@ -68,6 +76,16 @@ class TestbedConfig:
             raise TestbedError(f"release must be one of {rfs.RELEASES}")
         if self.copy_mode not in rfs.COPY_MODES:
             raise TestbedError(f"copy mode must be one of {rfs.COPY_MODES}")
+        if self.apt_sources not in APT_SOURCES:
+            raise TestbedError(f"apt sources must be one of {APT_SOURCES}")
+        for dst, hosts in self.shared:
+            if not dst.startswith("/") or dst == "/" or ".." in dst.split("/"):
+                raise TestbedError(f"shared directory {dst!r}: want an absolute path inside the hosts")
+            unknown = sorted(set(hosts or []) - set(self.hosts))
+            if unknown:
+                raise TestbedError(f"shared directory {dst}: unknown hosts {', '.join(unknown)}")
+        if len({dst for dst, _ in self.shared}) != len(self.shared):
+            raise TestbedError("a shared directory is given twice")
         if self.mirror is not None and not (self.mirror / "Packages").exists():
             raise TestbedError(f"{self.mirror} is not a test bed mirror (no Packages index)")
 
@@ -78,6 +96,15 @@ def bridge_ns_name(name: str) -> str:
 
 def host_ns_name(name: str, host: str) -> str:
     return f"cltb-{name}-{host}"
+
+
+def shared_dir(run_dir: Path, dst: str) -> Path:
+    """Where the shared directory mounted at ``dst`` in the hosts lives on the control node."""
+    return run_dir / "shared" / (dst.strip("/").replace("/", "_") or "root")
+
+
+def _binds_rw(h: dict[str, Any]) -> list[tuple[Path, str]]:
+    return [(Path(src), dst) for src, dst in h.get("binds_rw", [])]
 
 
 def check_prerequisites() -> None:
@@ -187,6 +214,7 @@ class Testbed:
             "bridge_address": bridge_addr,
             "copy_mode": cfg.copy_mode,
             "mirror": str(cfg.mirror) if cfg.mirror else None,
+            "apt_sources": cfg.apt_sources,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "hosts": [
                 {
@@ -200,6 +228,8 @@ class Testbed:
                     "dir": str(run_dir / "hosts" / h),
                     "root": str(run_dir / "hosts" / h / "rootfs"),
                     "console_log": str(run_dir / "logs" / f"{h}.console.log"),
+                    "binds_rw": [[str(shared_dir(run_dir, dst)), dst] for dst, hosts in cfg.shared
+                                 if hosts is None or h in hosts],
                     "running": None,
                 }
                 for i, h in enumerate(cfg.hosts)
@@ -246,8 +276,9 @@ class Testbed:
             hostmod.configure_root(root, hostmod.HostFiles(
                 name=h["name"], address=h["address"], etc_hosts=etc_hosts,
                 authorized_key=pub, host_key_dir=hdir / "hostkey",
-                mirror=cfg.mirror is not None,
-                wheelhouse=cfg.mirror is not None and (cfg.mirror / "wheels").is_dir()))
+                mirror=cfg.mirror is not None and cfg.apt_sources == "mirror",
+                wheelhouse=(cfg.mirror is not None and cfg.apt_sources == "mirror"
+                            and (cfg.mirror / "wheels").is_dir())))
             if cfg.mirror is not None:
                 (root / "mirror").mkdir(exist_ok=True)
             host_pubs.append((h["name"], h["address"], host_pub))
@@ -257,11 +288,14 @@ class Testbed:
         if cfg.mirror is not None:
             binds.append((cfg.mirror.resolve(), "/mirror"))
         self.state["binds_ro"] = [(str(src), dst) for src, dst in binds]
+        for dst, _hosts in cfg.shared:
+            shared_dir(run_dir, dst).mkdir(parents=True, exist_ok=True)
+        self._save()
         with Timer() as t:
             for h in self.state["hosts"]:
                 r = hostmod.boot(h["machine"], h["name"], Path(h["root"]), h["netns"],
                                  Path(h["console_log"]), binds,
-                                 [Path(c) for c in h["cgroups"]])
+                                 [Path(c) for c in h["cgroups"]], binds_rw=_binds_rw(h))
                 h["running"] = asdict(r)
                 self._save()
             states = {}
@@ -273,7 +307,7 @@ class Testbed:
         timings["boot_to_running_seconds"] = round(t.seconds, 2)
         self.state["boot_states"] = states
 
-        if cfg.mirror is not None:
+        if cfg.mirror is not None and cfg.apt_sources == "mirror":
             # like a host installed from this mirror: apt lists present. An
             # empty lists dir with a fresh mtime makes Ansible's apt module
             # (cache_valid_time) skip the update and find no package.
@@ -320,7 +354,8 @@ class Testbed:
                     saved = [(self.state["mirror"], "/mirror")]
                 binds = [(Path(src), dst) for src, dst in saved or []]
                 r2 = hostmod.boot(h["machine"], name, Path(h["root"]), h["netns"],
-                                  Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]])
+                                  Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]],
+                                  binds_rw=_binds_rw(h))
                 h["running"] = asdict(r2)
                 self._save()
                 state = hostmod.wait_running(name, r2, Path(h["console_log"]), timeout)
@@ -435,9 +470,11 @@ class Testbed:
             if net.netns_exists(br):
                 net.del_netns(br)
                 done.append(f"deleted netns {br}")
-        hosts_dir = self.run_dir / "hosts"
-        if hosts_dir.exists():
-            rfs.safe_rmtree(hosts_dir)
+        for sub in ("hosts", "shared"):
+            if (self.run_dir / sub).exists():
+                rfs.safe_rmtree(self.run_dir / sub)
+                if sub == "shared":
+                    done.append("removed the shared directories")
         for f in ("id_ed25519", "id_ed25519.pub", "known_hosts", "ssh_config",
                   "inventory.yml", "hosts.json"):
             p = self.run_dir / f

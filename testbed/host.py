@@ -172,7 +172,8 @@ class Running:
 
 
 def nspawn_argv(
-    machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]]
+    machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]],
+    binds_rw: list[tuple[Path, str]] | None = None,
 ) -> list[str]:
     # nspawn is started inside the host's network namespace as well as told
     # to use it: with --network-namespace-path alone the container's /sys is
@@ -196,6 +197,8 @@ def nspawn_argv(
     ]
     for src, dst in binds_ro:
         argv.append(f"--bind-ro={src}:{dst}")
+    for src, dst in binds_rw or []:
+        argv.append(f"--bind={src}:{dst}")
     return argv
 
 
@@ -208,10 +211,11 @@ def boot(
     binds_ro: list[tuple[Path, str]],
     cgroup_dirs: list[Path],
     timeout: float = 30.0,
+    binds_rw: list[tuple[Path, str]] | None = None,
 ) -> Running:
     """Start systemd-nspawn in its own session and cgroups, its console to
     ``console_log``; return once the container's PID 1 exists."""
-    argv = nspawn_argv(machine, name, root, netns, binds_ro)
+    argv = nspawn_argv(machine, name, root, netns, binds_ro, binds_rw)
     cgroups.create(cgroup_dirs)
     with open(console_log, "ab") as out:
         proc = subprocess.Popen(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from testbed import TestbedConfig, TestbedError
-from testbed.cli import build_parser
+from testbed.cli import build_parser, parse_shared
+from testbed.core import shared_dir
 from testbed.host import nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
@@ -49,6 +50,11 @@ def test_base_key_depends_on_release_and_package_set_only() -> None:
     ("hosts", ["UPPER"], "bad host name"),
     ("release", "buster", "release must be"),
     ("copy_mode", "rsync", "copy mode"),
+    ("apt_sources", "internet", "apt sources must be"),
+    ("shared", [("relative/dir", None)], "absolute path"),
+    ("shared", [("/srv/../etc", None)], "absolute path"),
+    ("shared", [("/srv/x", ["h2"])], "unknown hosts h2"),
+    ("shared", [("/srv/x", None), ("/srv/x", ["h1"])], "given twice"),
 ])
 def test_config_validation(field: str, value: object, msg: str) -> None:
     cfg = TestbedConfig(hosts=["h1"])
@@ -70,6 +76,18 @@ def test_nspawn_runs_inside_the_host_netns_and_uses_it() -> None:
                 "--network-namespace-path=/run/netns/cltb-x-h1", "--bind-ro=/m:/mirror",
                 "--hostname=h1", "--machine=cltb-x-h1"):
         assert opt in argv
+
+
+def test_shared_dirs_are_read_write_binds_of_the_listed_hosts_only() -> None:
+    argv = nspawn_argv("cltb-x-h1", "h1", Path("/r"), "cltb-x-h1", [(Path("/m"), "/mirror")],
+                       [(Path("/run/x/shared/srv_state"), "/srv/state")])
+    assert "--bind=/run/x/shared/srv_state:/srv/state" in argv
+    assert "--bind-ro=/m:/mirror" in argv
+    assert shared_dir(Path("/run/x"), "/var/lib/slurm/slurmctld") == Path("/run/x/shared/var_lib_slurm_slurmctld")
+    assert parse_shared("/srv/state") == ("/srv/state", None)
+    assert parse_shared("/srv/state=ctl1,ctl2") == ("/srv/state", ["ctl1", "ctl2"])
+    with pytest.raises(TestbedError, match="no host names"):
+        parse_shared("/srv/state=")
 
 
 def test_ssh_argv_and_inventory_carry_the_proxy(tmp_path: Path) -> None:
