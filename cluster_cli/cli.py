@@ -22,6 +22,7 @@ from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
 from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_table
 from cluster_cli.smoke import CHECKS, SmokeSetupError, format_table, run_smoke, write_json, write_junit
+from cluster_cli.smoke_remote import run_remote_smoke, submit_host
 from cluster_cli.smoke_target import smoke_target
 from cluster_cli.status import collect_status
 
@@ -198,13 +199,19 @@ def status(inventory: Path, as_json: bool) -> None:
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JUnit XML report here.")
 @click.option("--timeout", "timeout_s", type=float, default=180.0, show_default=True, help="Seconds any one check may take.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
+@click.option(
+    "--submit-host",
+    "submit_host_name",
+    help="Inventory host to submit the jobs from (default: the first login host, else the primary controller).",
+)
 def smoke(
     inventory: Path, only: str | None, partition: str | None, json_path: Path | None, junit_path: Path | None,
-    timeout_s: float, list_checks: bool,
+    timeout_s: float, list_checks: bool, submit_host_name: str | None,
 ) -> None:
     """Run the post-install smoke jobs as an unprivileged user; exit 0 only if none failed.
 
-    Runs where the Slurm client commands reach the cluster (the controller or a login node).
+    Jobs are submitted from the submit host: here when its connection is local, otherwise over
+    SSH (the suite is copied there for the run and removed afterwards).
     """
     if list_checks:
         for check in CHECKS:
@@ -215,7 +222,12 @@ def smoke(
     names = [name.strip() for name in only.split(",") if name.strip()] if only else None
     try:
         target = smoke_target(cluster, partition, timeout_s)
-        report = run_smoke(target, names, SmokeProgress(console))
+        host = submit_host(cluster, submit_host_name)
+        if host.connection == "local":
+            report = run_smoke(target, names, SmokeProgress(console))
+        else:
+            console.print(f"submitting from {host.name} ({host.address}) over SSH")
+            report = run_remote_smoke(host, target, names, SmokeProgress(console))
     except (ClusterCliError, SmokeSetupError, ValueError) as error:
         _fail(str(error))
     console.print(format_table(report), markup=False)

@@ -63,6 +63,24 @@ class CheckResult:
             "details": _jsonable(self.details),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        """The inverse of ``to_dict`` (a report read back from JSON, e.g. from a remote run)."""
+        return cls(
+            name=data["name"],
+            verdict=Verdict(data["verdict"]),
+            reason=data.get("reason", ""),
+            figure=data.get("figure"),
+            figure_name=data.get("figure_name", ""),
+            unit=data.get("unit", ""),
+            threshold=data.get("threshold"),
+            comparison=data.get("comparison"),
+            duration_s=data.get("duration_s", 0.0),
+            job_ids=list(data.get("job_ids", [])),
+            output_tail=data.get("output_tail"),
+            details=dict(data.get("details", {})),
+        )
+
 
 @dataclass
 class SmokeReport:
@@ -98,6 +116,16 @@ class SmokeReport:
             "target": _jsonable(self.target),
             "checks": [result.to_dict() for result in self.results],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SmokeReport:
+        return cls(
+            results=[CheckResult.from_dict(check) for check in data["checks"]],
+            started_at=data["started_at"],
+            duration_s=data["duration_s"],
+            target=dict(data["target"]),
+            run_dir=data["run_dir"],
+        )
 
 
 def _finite(value: float | None) -> float | None:

@@ -1,0 +1,131 @@
+"""Run the smoke suite on the cluster's submit host over SSH, when that host is not this one.
+
+The suite (``cluster_cli.smoke``, standard library only) and ``training/`` are copied as a
+tarball into a private temporary directory on the submit host, run there with the host's
+Python as ``python3 -m cluster_cli.smoke.remote``, and removed afterwards; progress and the
+report come back as JSON lines (see ``cluster_cli.smoke.remote``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import cluster_cli
+from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.errors import ClusterCliError
+from cluster_cli.smoke import CheckResult, ProgressCallback, SmokeEvent, SmokeReport, SmokeTarget
+
+PACKAGE_DIR = Path(cluster_cli.__file__).resolve().parent
+# Enough for every check's own timeout plus the copy; a hung SSH session does not hang us.
+SETUP_SLACK_S = 300.0
+
+
+class RemoteSmokeError(ClusterCliError):
+    """The remote run could not start or did not send a report."""
+
+
+def submit_host(cluster: Cluster, name: str | None = None) -> ManagedHost:
+    """Where jobs are submitted from: ``name``, else the first login host, else the primary controller."""
+    if name is not None:
+        if name not in cluster.hosts:
+            raise ClusterCliError(f"no host '{name}' in the inventory (hosts: {', '.join(cluster.hosts)})")
+        return cluster.hosts[name]
+    logins = cluster.inventory.login
+    return cluster.hosts[logins[0] if logins else cluster.inventory.controllers.primary]
+
+
+def ssh_argv(host: ManagedHost, command: Sequence[str]) -> list[str]:
+    """ssh with the inventory's settings for ``host``; ``command`` is quoted for the remote shell."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-p", str(host.ssh.port), "-l", host.ssh.user]
+    if host.ssh.private_key:
+        argv += ["-i", str(Path(host.ssh.private_key).expanduser())]
+    if host.ssh.common_args:
+        argv += shlex.split(host.ssh.common_args)
+    return [*argv, host.address, "--", shlex.join(command)]
+
+
+def _add_tree(archive: tarfile.TarFile, source: Path, name: str) -> None:
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            archive.add(path, arcname=f"{name}/{path.relative_to(source)}", recursive=False)
+
+
+def bundle(target: SmokeTarget) -> bytes:
+    """tar.gz of the smoke package, the training scripts and the target."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(PACKAGE_DIR / "__init__.py", arcname="cluster_cli/__init__.py")
+        _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")
+        _add_tree(archive, target.training_dir, "training")
+        data = json.dumps(target.summary(), indent=2).encode()
+        info = tarfile.TarInfo("target.json")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _ssh(host: ManagedHost, command: Sequence[str], stdin: bytes | None = None, timeout: float = 120) -> str:
+    done = subprocess.run(ssh_argv(host, command), input=stdin, capture_output=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        error = done.stderr.decode(errors="replace").strip().splitlines()
+        raise RemoteSmokeError(
+            f"{host.name}: `{shlex.join(command)}` failed (exit {done.returncode}): {' | '.join(error[-3:])}"
+        )
+    return done.stdout.decode(errors="replace").strip()
+
+
+def run_remote_smoke(
+    host: ManagedHost, target: SmokeTarget, only: list[str] | None, progress: ProgressCallback | None
+) -> SmokeReport:
+    """Run the suite on ``host``; returns its report (the run directory is on the cluster)."""
+    workdir = _ssh(host, ["mktemp", "-d", "/tmp/cluster-cli-smoke.XXXXXXXX"])
+    if not workdir.startswith("/tmp/cluster-cli-smoke."):
+        raise RemoteSmokeError(f"{host.name}: mktemp printed {workdir!r}")
+    try:
+        _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
+        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.remote",
+                   f"{workdir}/target.json", *(only or [])]
+        return _stream(host, command, progress, timeout=SETUP_SLACK_S + target.check_timeout_s * 20)
+    finally:
+        _ssh(host, ["rm", "-rf", "--", workdir])
+
+
+def _stream(host: ManagedHost, command: list[str], progress: ProgressCallback | None, timeout: float) -> SmokeReport:
+    other: list[str] = []
+    report: SmokeReport | None = None
+    error: str | None = None
+    with subprocess.Popen(
+        ssh_argv(host, command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    other.append(line.rstrip())
+                    continue
+                event = message.get("event")
+                if event in ("start", "finish") and progress:
+                    result = CheckResult.from_dict(message["result"]) if message.get("result") else None
+                    progress(SmokeEvent(event, message["check"], message["index"], message["total"], result))
+                elif event == "report":
+                    report = SmokeReport.from_dict(message["report"])
+                elif event == "error":
+                    error = message["message"]
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise RemoteSmokeError(f"{host.name}: the smoke run did not finish within {timeout:.0f} s") from None
+    if error is not None:
+        raise RemoteSmokeError(f"{host.name}: {error}")
+    if report is None:
+        tail = " | ".join(other[-5:]) or "no output"
+        raise RemoteSmokeError(f"{host.name}: the smoke run ended (exit {process.returncode}) without a report: {tail}")
+    return report
