@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("restart", help="reboot one host (power off, boot the same root)")
     _common(rs)
     rs.add_argument("host")
+    for verb, what in (("stop", "power one host off (start boots it again)"),
+                       ("start", "boot a host that stop powered off")):
+        sp = sub.add_parser(verb, help=what)
+        _common(sp)
+        sp.add_argument("host")
 
     ex = sub.add_parser("exec", help="run a command inside a host (nsenter, not ssh)")
     _common(ex)
@@ -140,8 +145,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         else:
             _print_status(st)
         return 0 if st["hosts"] else 3
-    if args.cmd == "restart":
-        res = tb.restart(args.host)
+    if args.cmd in ("restart", "stop", "start"):
+        res = getattr(tb, args.cmd)(args.host)
         print(f"{res['name']}: {res['systemd']} after {res['seconds']}s")
         return 0
     if args.cmd == "exec":

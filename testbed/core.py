@@ -340,27 +340,50 @@ class Testbed:
     def restart(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
         """Power one host off and boot it again from the same root (a reboot:
         what the host wrote survives, units enabled at boot come back)."""
-        with self._lock():
-            h = self.host(name)
-            r = self._running(h)
-            with Timer() as t:
-                if r is not None and (same_process(r.leader_pid, r.leader_start)
-                                      or same_process(r.nspawn_pid, r.nspawn_start)):
-                    hostmod.stop(name, r)
-                h["running"] = None
-                self._save()
-                saved = self.state.get("binds_ro")
-                if saved is None and self.state.get("mirror"):  # state of an older version
-                    saved = [(self.state["mirror"], "/mirror")]
-                binds = [(Path(src), dst) for src, dst in saved or []]
-                r2 = hostmod.boot(h["machine"], name, Path(h["root"]), h["netns"],
-                                  Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]],
-                                  binds_rw=_binds_rw(h))
-                h["running"] = asdict(r2)
-                self._save()
-                state = hostmod.wait_running(name, r2, Path(h["console_log"]), timeout)
-                self._wait_ssh(name, timeout=60)
-            return {"name": name, "systemd": state, "seconds": round(t.seconds, 2)}
+        with self._lock(), Timer() as t:
+            self._stop_locked(name)
+            state = self._start_locked(name, timeout)
+        return {"name": name, "systemd": state, "seconds": round(t.seconds, 2)}
+
+    def stop(self, name: str) -> dict[str, Any]:
+        """Power one host off (its root, network and state stay: ``start`` boots it again)."""
+        with self._lock(), Timer() as t:
+            self._stop_locked(name)
+        return {"name": name, "systemd": "stopped", "seconds": round(t.seconds, 2)}
+
+    def start(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Boot a host ``stop`` powered off; a host already running is left alone."""
+        with self._lock(), Timer() as t:
+            r = self._running(self.host(name))
+            if r is not None and same_process(r.leader_pid, r.leader_start):
+                state = hostmod.system_state(r.leader_pid)
+            else:
+                state = self._start_locked(name, timeout)
+        return {"name": name, "systemd": state, "seconds": round(t.seconds, 2)}
+
+    def _stop_locked(self, name: str) -> None:
+        h = self.host(name)
+        r = self._running(h)
+        if r is not None and (same_process(r.leader_pid, r.leader_start)
+                              or same_process(r.nspawn_pid, r.nspawn_start)):
+            hostmod.stop(name, r)
+        h["running"] = None
+        self._save()
+
+    def _start_locked(self, name: str, timeout: float) -> str:
+        h = self.host(name)
+        saved = self.state.get("binds_ro")
+        if saved is None and self.state.get("mirror"):  # state of an older version
+            saved = [(self.state["mirror"], "/mirror")]
+        binds = [(Path(src), dst) for src, dst in saved or []]
+        r = hostmod.boot(h["machine"], name, Path(h["root"]), h["netns"],
+                         Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]],
+                         binds_rw=_binds_rw(h))
+        h["running"] = asdict(r)
+        self._save()
+        state = hostmod.wait_running(name, r, Path(h["console_log"]), timeout)
+        self._wait_ssh(name, timeout=60)
+        return str(state)
 
     # ------------------------------------------------------------ access
     def ssh_hosts(self) -> list[sshmod.SshHost]:

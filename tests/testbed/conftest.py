@@ -67,11 +67,13 @@ def small_mirror(testbed_requirements: None, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="module")
 def bed(testbed_requirements: None, small_mirror: Path,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    """Two booted bookworm hosts, h1 and h2, with the small mirror."""
+    """Two booted bookworm hosts, h1 and h2, with the small mirror, /srv/shared shared by both
+    and /srv/h2-only bound in h2 alone."""
     run_dir = tmp_path_factory.mktemp("bed")
     tb = Testbed(run_dir)
     cfg = TestbedConfig(hosts=["h1", "h2"], name=f"pt{os.getpid()}", run_dir=run_dir,
-                        cache_dir=CACHE_DIR, mirror=small_mirror)
+                        cache_dir=CACHE_DIR, mirror=small_mirror,
+                        shared=[("/srv/shared", None), ("/srv/h2-only", ["h2"])])
     try:
         tb.up(cfg)
         yield tb

@@ -162,6 +162,19 @@ def test_restart_reboots_one_host_and_keeps_its_disk(bed: Testbed) -> None:
     assert bed.exec("h2", ["cat", "/proc/sys/kernel/random/boot_id"]).stdout != boot_id
 
 
+def test_shared_directories_are_shared_by_their_hosts_only_and_survive_stop_start(bed: Testbed) -> None:
+    bed.ssh("h1", ["sh", "-c", "echo from-h1 > /srv/shared/f && chown 64030:64030 /srv/shared/f"])
+    assert bed.ssh("h2", ["stat", "-c", "%u %s", "/srv/shared/f"]).stdout.split() == ["64030", "8"]
+    assert bed.ssh("h2", ["cat", "/srv/shared/f"]).stdout.strip() == "from-h1"
+    bed.ssh("h2", ["sh", "-c", "echo mine > /srv/h2-only/g"])
+    assert bed.ssh("h1", ["test", "-e", "/srv/h2-only/g"], check=False).returncode != 0
+    stopped = bed.stop("h2")
+    assert stopped["systemd"] == "stopped" and not bed.is_alive("h2")
+    assert bed.status()["hosts"][1]["systemd"] == "stopped"
+    assert bed.start("h2")["systemd"] in ("running", "degraded")
+    assert bed.ssh("h2", ["cat", "/srv/shared/f", "/srv/h2-only/g"]).stdout.split() == ["from-h1", "mine"]
+
+
 def test_up_refuses_a_bed_that_is_up_or_a_name_in_use(bed: Testbed, tmp_path: Path) -> None:
     cfg = TestbedConfig(hosts=["h1", "h2"], name=bed.state["name"], run_dir=bed.run_dir)
     with pytest.raises(TestbedError, match="already up"):

@@ -138,6 +138,10 @@ def test_cli_parses_every_command() -> None:
     assert [c for c in a.command if c != "--"] == ["ls", "-l"]
     a = p.parse_args(["mirror", "--release", "trixie", "--packages", "hello", "munge"])
     assert a.packages == ["hello", "munge"]
+    for verb in ("stop", "start", "restart"):
+        assert p.parse_args([verb, "--name", "x", "c1"]).host == "c1"
+    a = p.parse_args(["up", "--shared", "/srv/a", "--shared", "/srv/b=c1,c2", "--apt-sources", "none"])
+    assert (a.shared, a.apt_sources) == (["/srv/a", "/srv/b=c1,c2"], "none")
 
 
 def test_no_shell_and_no_sys_exit_outside_main() -> None:
