@@ -87,14 +87,19 @@ _CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndTo
 def _check_nesting(text: str, file: str) -> None:
     """Refuse absurdly deep nesting before PyYAML's recursive composer meets it (RecursionError)."""
     depth = 0
-    for token in yaml.scan(text, Loader=yaml.SafeLoader):
-        if isinstance(token, _OPENING):
-            depth += 1
-            if depth > MAX_NESTING:
-                line = token.start_mark.line + 1
-                raise InventoryError([Problem(file, line, "(yaml)", f"nested more than {MAX_NESTING} levels deep")])
-        elif isinstance(token, _CLOSING):
-            depth -= 1
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, _OPENING):
+                depth += 1
+                if depth > MAX_NESTING:
+                    line = token.start_mark.line + 1
+                    raise InventoryError([Problem(file, line, "(yaml)", f"nested more than {MAX_NESTING} levels deep")])
+            elif isinstance(token, _CLOSING):
+                depth -= 1
+    except yaml.YAMLError:
+        # The scanner alone can run past a parser error (a stray ']') and fail lines later; the
+        # composer stops at the first error of either kind, before any nesting not checked here.
+        return
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -177,9 +182,7 @@ def _parse(text: str, file: str) -> tuple[Any, yaml.Node | None]:
     try:
         return _compose_and_construct(text, file)
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark else 1
-        reason = " ".join((error.problem or error.context or "not valid YAML").split())
+        line, reason = _syntax_error_position(error, text)
         raise InventoryError([Problem(file, line, "(yaml)", f"invalid YAML: {reason}")]) from None
     except yaml.reader.ReaderError as error:
         # a control character; its message spans lines, its position is a character offset
@@ -189,6 +192,26 @@ def _parse(text: str, file: str) -> tuple[Any, yaml.Node | None]:
         raise InventoryError([Problem(file, line, "(yaml)", message)]) from None
     except yaml.YAMLError as error:
         raise InventoryError([Problem(file, 1, "(yaml)", f"invalid YAML: {' '.join(str(error).split())}")]) from None
+
+
+def _last_line(text: str) -> int:
+    return max(1, len(text.splitlines()))
+
+
+def _syntax_error_position(error: yaml.MarkedYAMLError, text: str) -> tuple[int, str]:
+    """The line to blame for a YAML syntax error, and the reason.
+
+    PyYAML marks where it noticed the error. At the end of the file that is a line past the
+    last one, and the cause is what was left open (a quote, a bracket): its context mark.
+    """
+    mark = error.problem_mark or error.context_mark
+    reason = error.problem or error.context or "not valid YAML"
+    at_end = mark is not None and mark.index >= len(text.rstrip())
+    if at_end and error.context_mark is not None and error.context_mark is not mark and error.context:
+        mark = error.context_mark
+        reason = f"{error.context}: {error.problem}" if error.problem else error.context
+    line = mark.line + 1 if mark else 1
+    return min(line, _last_line(text)), " ".join(reason.split())
 
 
 def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
@@ -211,8 +234,14 @@ def read_inventory_text(path: Path) -> str:
         size = path.stat().st_size
         if size > MAX_INVENTORY_BYTES:
             raise InventoryError([Problem(str(path), 1, "(file)", f"larger than {MAX_INVENTORY_BYTES} bytes")])
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InventoryError([Problem(str(path), 1, "(file)", "not UTF-8 text")]) from None
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            # the line of the first byte that is not UTF-8, not line 1 of a long file
+            line = data.count(b"\n", 0, error.start) + 1
+            raise InventoryError([Problem(str(path), line, "(file)", "not UTF-8 text")]) from None
+        # line ends as text mode reads them (universal newlines)
+        return text.replace("\r\n", "\n").replace("\r", "\n")
     except OSError as error:
         raise InventoryError([Problem(str(path), 1, "(file)", f"cannot read: {error.strerror}")]) from None

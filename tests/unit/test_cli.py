@@ -101,7 +101,8 @@ def test_validate_invalid_yaml_exits_2_without_traceback(runner, tmp_path):
     result = runner.invoke(main, ["validate", str(path)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
-    assert result.stderr.splitlines()[0].startswith(f"{path}:2: (yaml): invalid YAML: ")
+    # the file has one line: the error at its end is on that line, not on a line 2 it lacks
+    assert result.stderr.splitlines()[0].startswith(f"{path}:1: (yaml): invalid YAML: ")
 
 
 def test_usage_errors_exit_2(runner):
