@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 Location = tuple[str | int, ...]
+
+_PLAIN_KEY = re.compile(r"[^\s.\[\]:'\"]+")
 
 
 def format_location(location: Location) -> str:
@@ -15,8 +18,9 @@ def format_location(location: Location) -> str:
             continue
         if isinstance(part, int):
             text += f"[{part}]"
-        elif not str(part) or not str(part).isprintable():
-            # a key like "\n" would break the one-line file:line: field: message format
+        elif not _PLAIN_KEY.fullmatch(str(part)) or not str(part).isprintable():
+            # a key like "\n" would break the one-line file:line: field: message format, and one
+            # with a space, ':', '.' or a bracket would make the field ambiguous: quote them
             text += f"[{str(part)!r}]"
         else:
             text += f".{part}" if text else str(part)
