@@ -106,15 +106,41 @@ def _lookup(table: dict[str, str], key: str) -> str | None:
     return next((value for name, value in table.items() if name.lower() == lowered), None)
 
 
+MAX_NAME_LENGTH = 63  # a host name label, as `hostname -s` prints it
+MAX_PROBLEMS_PER_FIELD = 5  # a hostlist of 100,000 bad names is one mistake, not 100,000 lines
+
+
+def _shown(name: str) -> str:
+    """A name as a message quotes it: a very long one cut short."""
+    return name if len(name) <= 40 else f"{name[:20]}...{name[-8:]}"
+
+
 class _Checker:
     def __init__(self, inventory: Inventory, source: SourceMap, file: str):
         self.inventory = inventory
         self.source = source
         self.file = file
         self.problems: list[Problem] = []
+        self.per_field: Counter[Location] = Counter()
 
     def fail(self, location: Location, message: str) -> None:
-        self.problems.append(Problem(self.file, self.source.line_of(location), format_location(location), message))
+        self.per_field[location] += 1
+        if self.per_field[location] <= MAX_PROBLEMS_PER_FIELD:
+            self.problems.append(Problem(self.file, self.source.line_of(location), format_location(location), message))
+
+    def all_problems(self) -> list[Problem]:
+        """The problems, with one line for the rest where a field had more than a few."""
+        more = [
+            Problem(
+                self.file,
+                self.source.line_of(location),
+                format_location(location),
+                f"and {count - MAX_PROBLEMS_PER_FIELD} more problems here",
+            )
+            for location, count in self.per_field.items()
+            if count > MAX_PROBLEMS_PER_FIELD
+        ]
+        return self.problems + more
 
     # -- hosts ---------------------------------------------------------------------------------
     def declared_hosts(self) -> dict[str, Host]:
@@ -145,9 +171,14 @@ class _Checker:
             names = self.expand(where + ("nodes",), group.nodes)
             for name in names:
                 if not _VALID_NAME.match(name):
-                    self.fail(where + ("nodes",), f"node name '{name}' is not a valid host name")
+                    self.fail(where + ("nodes",), f"node name '{_shown(name)}' is not a valid host name")
+                elif len(name) > MAX_NAME_LENGTH:
+                    self.fail(
+                        where + ("nodes",),
+                        f"node name '{_shown(name)}' is longer than {MAX_NAME_LENGTH} characters",
+                    )
                 if name in seen:
-                    self.fail(where + ("nodes",), f"node '{name}' is also in {format_location(seen[name])}")
+                    self.fail(where + ("nodes",), f"node '{_shown(name)}' is also in {format_location(seen[name])}")
                 seen[name] = where
             nodes.extend(self.resolve_group(where, group, names, declared))
         for name in sorted(group_names & set(seen)):
@@ -462,7 +493,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     checker.check_overrides()
     checker.check_build()
     if checker.problems:
-        raise InventoryError(checker.problems)
+        raise InventoryError(checker.all_problems())
     return Cluster(inventory, file, nodes, hosts, partitions)
 
 
