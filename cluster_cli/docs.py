@@ -82,6 +82,12 @@ GLOSSARY = [
     ),
     ("Slurm key", "a configuration key of letters and digits, e.g. `KillWait`; Slurm ignores case in keys"),
     ("scalar", "a string, number or yes/no; `null` deletes the key from the defaults"),
+    ("apt URI", "`file:/PATH`, `copy:/PATH`, `http://HOST/PATH` or `https://HOST/PATH`, without white space"),
+    ("apt suite", "a suite name such as `bookworm`, or a path ending in `/` (`./`) for a flat repository"),
+    ("apt component", "a component such as `main` or `non-free-firmware`"),
+    ("URL", "`http://...`, `https://...` or `file:/...`, without white space"),
+    ("absolute path", "a path on the hosts starting with `/`, without white space"),
+    ("path or URL", "an absolute path on the hosts or a URL"),
 ]
 
 # What the model's validators mean, by function name (model.py stays the only source of rules).
@@ -93,10 +99,16 @@ VALIDATOR_TYPES = {
     "_check_override_value": "scalar",
     "_check_nccl_name": "`NCCL_*` name",
     "_check_nccl_value": "string",
+    "_check_apt_uri": "apt URI",
+    "_check_url": "URL",
+    "_check_host_path": "absolute path",
+    "_check_path_or_url": "path or URL",
 }
 PATTERN_TYPES = {
     model.NAME_PATTERN: "name",
     model.CLUSTER_NAME_PATTERN: "1-40 of `a-z`, `0-9`, `-`, `_`, starting with a letter",
+    model.APT_SUITE_PATTERN: "apt suite",
+    model.APT_COMPONENT_PATTERN: "apt component",
 }
 BASE_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", typing.Any: "any"}
 

@@ -9,12 +9,24 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cluster_cli import hostlist
 
 NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+APT_SUITE_PATTERN = r"^[A-Za-z0-9._~+/-]+$"
+APT_COMPONENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$"
 SLURM_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
@@ -23,6 +35,26 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def field_error(
+    model: type[BaseModel], location: tuple[str, ...], message: str, value: Any
+) -> ValidationError:
+    """A validation error at ``location`` inside ``model``, for checks across fields: raised from a
+    model validator, it gets the model's own location put in front by pydantic, so the loader
+    reports the line and name of the field itself rather than those of the whole section."""
+    return field_errors(model, [(location, message, value)])
+
+
+def field_errors(model: type[BaseModel], errors: list[tuple[tuple[str, ...], str, Any]]) -> ValidationError:
+    """Several errors of a cross-field check at once, each as ``(location, message, value)``."""
+    return ValidationError.from_exception_data(
+        model.__name__,
+        [
+            InitErrorDetails(type=PydanticCustomError("value_error", message), loc=location, input=value)
+            for location, message, value in errors
+        ],
+    )
 
 
 def _check_config_text(value: str) -> str:
@@ -331,6 +363,172 @@ class Nccl(StrictModel):
     )
 
 
+def _check_word(value: str) -> str:
+    """A value written into an apt sources file or pip.conf, where white space separates values."""
+    if not value:
+        raise ValueError("must not be empty")
+    for char in value:
+        if char.isspace() or not char.isprintable():
+            raise ValueError(f"{value!r}: cannot hold white space or control characters")
+    return value
+
+
+APT_URI_SCHEMES = ("file:/", "copy:/", "http://", "https://")
+
+
+def _check_apt_uri(value: str) -> str:
+    _check_word(value)
+    if not value.startswith(APT_URI_SCHEMES):
+        raise ValueError(
+            f"{value!r} is not an apt repository URI (file:/PATH, http://HOST/PATH or https://HOST/PATH)"
+        )
+    return value
+
+
+def _check_url(value: str) -> str:
+    _check_word(value)
+    if not value.startswith(("http://", "https://", "file:/")):
+        raise ValueError(f"{value!r} is not a URL (http://, https:// or file:/)")
+    return value
+
+
+def _check_host_path(value: str) -> str:
+    _check_word(value)
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    return value
+
+
+def _check_path_or_url(value: str) -> str:
+    _check_word(value)
+    if not value.startswith(("/", "http://", "https://", "file:/")):
+        raise ValueError(f"{value!r} is neither an absolute path nor a URL (http://, https:// or file:/)")
+    return value
+
+
+AptUri = Annotated[str, AfterValidator(_check_apt_uri)]
+Url = Annotated[str, AfterValidator(_check_url)]
+HostPath = Annotated[str, AfterValidator(_check_host_path)]
+PathOrUrl = Annotated[str, AfterValidator(_check_path_or_url)]
+AptSuite = Annotated[str, Field(pattern=APT_SUITE_PATTERN)]
+AptComponent = Annotated[str, Field(pattern=APT_COMPONENT_PATTERN)]
+
+
+class AptMirror(StrictModel):
+    """One apt repository every cluster host installs its packages from, written to
+    `/etc/apt/sources.list.d/cluster-mirror.sources` (deb822)."""
+
+    uri: AptUri = Field(
+        description=(
+            "Repository URI: `file:/PATH` for a mirror mounted or copied onto every host, "
+            "`http://HOST/PATH` or `https://HOST/PATH`."
+        )
+    )
+    suites: list[AptSuite] = Field(
+        default_factory=lambda: ["./"],
+        min_length=1,
+        description=(
+            "Suites: `./` (or another path ending in `/`) for a flat repository without components, "
+            "or suite names such as `[bookworm, bookworm-updates]` for a Debian-style mirror."
+        ),
+    )
+    components: list[AptComponent] = Field(
+        default_factory=list,
+        description=(
+            "Components, e.g. `[main, non-free-firmware]`: empty for a flat repository, "
+            "at least one with suite names."
+        ),
+    )
+    trusted: bool = Field(
+        False, description="`Trusted: yes` ([trusted=yes]): use the repository without a valid signature."
+    )
+    signed_by: HostPath | None = Field(
+        None,
+        description=(
+            "Key file on the hosts that signs the repository (Signed-By), e.g. "
+            "`/usr/share/keyrings/mirror.gpg`; the deploy fails on a host that lacks it."
+        ),
+    )
+    exclusive: bool = Field(
+        True,
+        description=(
+            "Disable every other apt source on the hosts: `/etc/apt/sources.list` and the `*.list` and "
+            "`*.sources` files of `sources.list.d` are renamed to `NAME.cluster-cli.disabled`. "
+            "`false`, or removing the mirror, renames them back on the next deploy."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _flat_or_components(self) -> AptMirror:
+        flat = [suite.endswith("/") for suite in self.suites]
+        if any(flat) and not all(flat):
+            raise field_error(
+                AptMirror,
+                ("suites",),
+                "flat paths (ending in '/') and suite names cannot be mixed in one repository",
+                self.suites,
+            )
+        if all(flat) and self.components:
+            raise field_error(
+                AptMirror,
+                ("components",),
+                "must be empty for a flat repository (suites ending in '/', such as './')",
+                self.components,
+            )
+        if not any(flat) and not self.components:
+            raise field_error(
+                AptMirror,
+                ("components",),
+                "at least one component (e.g. [main]) is needed with suite names; "
+                "a flat repository has the suite './'",
+                self.components,
+            )
+        return self
+
+
+class PipMirror(StrictModel):
+    """Where pip finds Python packages, written to `/etc/pip.conf` on every cluster host (the
+    training environment's `pip install` reads it; `training.pip_args` still go on top)."""
+
+    index_url: Url | None = Field(
+        None,
+        description="Package index used instead of PyPI (`index-url`), e.g. `http://mirror.internal/pypi/simple`.",
+    )
+    find_links: list[PathOrUrl] = Field(
+        default_factory=list,
+        description=(
+            "Directories on the hosts or URLs pip also takes wheels from (`find-links`), e.g. `[/mirror/wheels]`."
+        ),
+    )
+    no_index: bool = Field(False, description="Use no package index at all, only `find_links` (`no-index`).")
+
+    @model_validator(mode="after")
+    def _something_to_use(self) -> PipMirror:
+        if self.no_index and not self.find_links:
+            raise field_error(
+                PipMirror, ("no_index",), "needs find_links: pip would have nowhere to look", self.no_index
+            )
+        if self.no_index and self.index_url:
+            raise field_error(
+                PipMirror, ("index_url",), "is not used with no_index: true; remove one", self.index_url
+            )
+        if not self.index_url and not self.find_links:
+            raise ValueError("set index_url or find_links (or remove the pip section)")
+        return self
+
+
+class PackageMirror(StrictModel):
+    """Package sources for clusters without Internet access (air-gapped): the hosts install
+    from these instead of their own apt sources and PyPI."""
+
+    apt: AptMirror | None = Field(
+        None, description="The apt repository; omit to keep the hosts' apt sources."
+    )
+    pip: PipMirror | None = Field(
+        None, description="pip's index and wheel directories; omit for pip's defaults."
+    )
+
+
 class GpuThreshold(StrictModel):
     """Pass/fail floors for one GPU type."""
 
@@ -356,7 +554,10 @@ class Training(StrictModel):
     )
     pip_args: list[str] = Field(
         default_factory=list,
-        description="Extra pip arguments for hosts without PyPI, e.g. `[--no-index, --find-links=/mirror/wheels]`.",
+        description=(
+            "Extra arguments of the environment's `pip install`, e.g. "
+            "`[--no-index, --find-links=/mirror/wheels]`; they go on top of `package_mirror.pip`."
+        ),
     )
     work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")
     test_user: Name = Field("smoke", description="Unprivileged user the smoke jobs run as.")
@@ -401,5 +602,11 @@ class Inventory(StrictModel):
     nccl: Nccl = Field(default_factory=Nccl, description="/etc/nccl.conf.")
     training: Training = Field(
         default_factory=Training, description="Training environment and smoke-job thresholds."
+    )
+    package_mirror: PackageMirror | None = Field(
+        None,
+        description=(
+            "Local apt and pip sources for air-gapped clusters; omit to keep every host's own sources."
+        ),
     )
     secrets: Secrets = Field(default_factory=Secrets, description="Where generated secrets are kept.")

@@ -10,7 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster
+from cluster_cli.model import PackageMirror
 from cluster_cli.secrets_store import ClusterSecrets
+
+
+def package_mirror_variables(mirror: PackageMirror | None) -> dict[str, Any]:
+    """The common role's package source variables; the "no mirror" values (empty URI, no pip
+    settings) leave every host's own sources as they are."""
+    apt = mirror.apt if mirror else None
+    pip = mirror.pip if mirror else None
+    return {
+        "common_package_mirror_apt_uri": apt.uri if apt else "",
+        "common_package_mirror_apt_suites": list(apt.suites) if apt else ["./"],
+        "common_package_mirror_apt_components": list(apt.components) if apt else [],
+        "common_package_mirror_apt_trusted": apt.trusted if apt else False,
+        "common_package_mirror_apt_signed_by": (apt.signed_by or "") if apt else "",
+        "common_package_mirror_apt_exclusive": apt.exclusive if apt else True,
+        "common_package_mirror_pip_index_url": (pip.index_url or "") if pip else "",
+        "common_package_mirror_pip_find_links": list(pip.find_links) if pip else [],
+        "common_package_mirror_pip_no_index": pip.no_index if pip else False,
+    }
 
 
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
@@ -30,6 +49,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "common_munge_gid": inventory.munge.gid,
         "common_log_dir": paths.log_dir,
         "common_run_dir": paths.run_dir,
+        **package_mirror_variables(inventory.package_mirror),
         # munge
         "munge_key_src": str(secrets.munge_key_path),
         # slurm_common
