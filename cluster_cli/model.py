@@ -559,11 +559,46 @@ class Training(StrictModel):
             "`[--no-index, --find-links=/mirror/wheels]`; they go on top of `package_mirror.pip`."
         ),
     )
-    work_dir: str = Field("/srv/cluster-training", description="Shared directory for smoke job files.")
-    test_user: Name = Field("smoke", description="Unprivileged user the smoke jobs run as.")
+    work_dir: str = Field(
+        "/srv/cluster-training",
+        description=(
+            "Directory for smoke job files, shared at the same path by every host; the deploy creates "
+            "it where it is missing, owned by `test_user`, mode 0755."
+        ),
+    )
+    test_user: Name = Field(
+        "smoke",
+        description=(
+            "Unprivileged user the smoke jobs run as; the deploy creates it (with a home directory) "
+            "on every compute and login host."
+        ),
+    )
+    test_user_uid: int = Field(
+        64090,
+        ge=1000,
+        le=2**31 - 1,
+        description=(
+            "UID of `test_user`, identical on every host (jobs run on the nodes under the submitter's "
+            "UID); an existing account with another UID fails the deploy of a multi-host cluster."
+        ),
+    )
+    test_user_gid: int = Field(
+        64090,
+        ge=1000,
+        le=2**31 - 1,
+        description="GID of `test_user`'s primary group (named like the user), identical on every host.",
+    )
     thresholds: dict[str, GpuThreshold] = Field(
         default_factory=dict, description="Per GPU type floors that override the built-in ones."
     )
+
+    @model_validator(mode="after")
+    def _test_user_is_unprivileged(self) -> Training:
+        if self.test_user == "root":
+            raise field_error(
+                Training, ("test_user",), "must be an unprivileged user, not root", self.test_user
+            )
+        return self
 
 
 class Secrets(StrictModel):
@@ -610,3 +645,22 @@ class Inventory(StrictModel):
         ),
     )
     secrets: Secrets = Field(default_factory=Secrets, description="Where generated secrets are kept.")
+
+    @model_validator(mode="after")
+    def _test_user_apart_from_the_daemons(self) -> Inventory:
+        training = self.training
+        errors: list[tuple[tuple[str, ...], str, Any]] = []
+        daemons = {self.slurm.user: "slurm.user", "munge": "the munge user"}
+        if training.test_user in daemons:
+            message = f"{training.test_user!r} is {daemons[training.test_user]}; the smoke jobs need an ordinary user"
+            errors.append((("training", "test_user"), message, training.test_user))
+        daemon_ids = (
+            ("test_user_uid", training.test_user_uid, {self.slurm.uid: "slurm.uid", self.munge.uid: "munge.uid"}),
+            ("test_user_gid", training.test_user_gid, {self.slurm.gid: "slurm.gid", self.munge.gid: "munge.gid"}),
+        )
+        for field, wanted, taken in daemon_ids:
+            if wanted in taken:
+                errors.append((("training", field), f"{wanted} is also {taken[wanted]}", wanted))
+        if errors:
+            raise field_errors(Inventory, errors)
+        return self

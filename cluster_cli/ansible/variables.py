@@ -74,6 +74,13 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "training_env_torch_version": training.torch_version,
         "training_env_packages": list(training.packages),
         "training_env_pip_args": list(training.pip_args),
+        "training_env_test_user": training.test_user,
+        "training_env_test_user_uid": training.test_user_uid,
+        "training_env_test_user_gid": training.test_user_gid,
+        # The ids must agree between hosts (jobs run under the submitter's UID on other nodes); on
+        # a cluster of one host an existing account with other ids can be kept (with a warning).
+        "training_env_test_user_strict": len(cluster.hosts) > 1,
+        "training_env_work_dir": training.work_dir,
     }
     return variables
 
