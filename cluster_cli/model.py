@@ -546,7 +546,13 @@ class Training(StrictModel):
     """The Python/PyTorch training environment and the smoke jobs."""
 
     python: str = Field("/usr/bin/python3", description="Interpreter the virtual environment is made from.")
-    torch_version: str = Field("2.13.0", description="Pinned torch version.")
+    torch_version: Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+]*$")] | None = Field(
+        "2.13.0",
+        description=(
+            "Pinned torch version; `null` for an environment without torch (e.g. a Python with no "
+            "torch wheel), where the smoke suite's training checks skip."
+        ),
+    )
     venv_path: str = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
     packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$")]] = Field(
         default_factory=lambda: ["numpy==2.4.6"],

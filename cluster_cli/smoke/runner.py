@@ -56,7 +56,7 @@ def run_smoke(
     checks = select(only)
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     start = time.monotonic()
-    user, created = ensure_user(target.user, target.create_user)
+    user, created = ensure_user(target.user, target.create_user, target.user_uid, target.user_gid)
     session = SlurmSession(
         user,
         target.slurm_conf,
@@ -71,7 +71,7 @@ def run_smoke(
         make_user_dir(target.work_dir, user)
     make_user_dir(run_dir, user)
     session.cwd = run_dir
-    needs_torch = any(check.needs_torch for check in checks)
+    needs_torch = target.torch_installed and any(check.needs_torch for check in checks)
     # Only the training checks need the scripts (an installed package may not ship them).
     training_dir = (
         _copy_training(target.training_dir, run_dir / "training") if needs_torch else target.training_dir
@@ -85,7 +85,11 @@ def run_smoke(
         for index, check in enumerate(checks):
             if progress:
                 progress(SmokeEvent("start", check.name, index, len(checks)))
-            result = _run_one(check, ctx)
+            if check.needs_torch and not target.torch_installed:
+                result = CheckResult(check.name, Verdict.SKIP,
+                                     "the training environment has no torch (training.torch_version: null)")
+            else:
+                result = _run_one(check, ctx)
             results.append(result)
             if progress:
                 progress(SmokeEvent("finish", check.name, index, len(checks), result))

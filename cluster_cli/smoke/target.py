@@ -40,6 +40,11 @@ class SmokeTarget:
     """Unprivileged user that submits every job."""
     create_user: bool = True
     """When running as root, create ``user`` on this host if it is missing (useradd)."""
+    user_uid: int | None = None
+    user_gid: int | None = None
+    """The ids ``user`` gets when it is created here (the cluster's, so they match the nodes')."""
+    torch_installed: bool = True
+    """False where the training environment has no torch: the training checks skip."""
     python: str = "python3"
     """Python on the nodes that has torch (the training venv), used by the training checks."""
     thresholds: dict[str, float | None] = field(default_factory=dict)
