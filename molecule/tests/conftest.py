@@ -1,0 +1,179 @@
+"""Fixtures for the checks molecule's verify step runs against a deployed test bed cluster.
+
+Run by molecule (``verify.yml``) with the scenario's test bed and inventory in the
+environment; run by hand with the same variables against a bed that is up:
+
+    CLUSTER_TB_NAME=mol CLUSTER_TB_INVENTORY=.../cluster.yaml CLUSTER_TB_BUILD_DIR=.../build \
+        python -m pytest molecule/tests
+
+Hosts are reached with testinfra's ssh backend through the bed's ssh_config (the bed's key,
+pinned host keys, the ProxyCommand into its network namespace).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from cluster_cli.cluster import Cluster, load_cluster
+from testbed import Testbed
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        pytest.skip(f"{name} is not set: these checks run from molecule's verify step (molecule/README)")
+    return value
+
+
+@pytest.fixture(scope="session")
+def bed() -> Testbed:
+    testbed = Testbed.for_name(_env("CLUSTER_TB_NAME"))
+    if not testbed.hosts:
+        pytest.fail(f"no test bed in {testbed.run_dir}: run `molecule create` first")
+    return testbed
+
+
+@pytest.fixture(scope="session")
+def inventory_path() -> Path:
+    return Path(_env("CLUSTER_TB_INVENTORY"))
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    return Path(_env("CLUSTER_TB_BUILD_DIR"))
+
+
+@pytest.fixture(scope="session")
+def cluster(inventory_path: Path) -> Cluster:
+    return load_cluster(inventory_path)
+
+
+@pytest.fixture(scope="session")
+def hosts(bed: Testbed, cluster: Cluster) -> dict[str, testinfra.host.Host]:
+    ssh_config = str(bed.run_dir / "ssh_config")
+    return {name: testinfra.get_host(f"ssh://{name}", ssh_config=ssh_config, timeout=30) for name in cluster.hosts}
+
+
+def hosts_with(cluster: Cluster, role: str) -> list[str]:
+    return [name for name, host in cluster.hosts.items() if role in host.roles]
+
+
+@dataclass
+class ClusterView:
+    """The deployed cluster: hosts by role and helpers to drive Slurm on them."""
+
+    cluster: Cluster
+    hosts: dict[str, testinfra.host.Host]
+    bed: Testbed
+    inventory_path: Path
+    build_dir: Path
+
+    @property
+    def controller(self) -> str:
+        return self.cluster.inventory.controllers.primary
+
+    @property
+    def submit(self) -> str:
+        logins = self.cluster.inventory.login
+        return logins[0] if logins else self.controller
+
+    @property
+    def compute(self) -> list[str]:
+        return hosts_with(self.cluster, "compute")
+
+    @property
+    def database(self) -> str | None:
+        found = hosts_with(self.cluster, "database")
+        return found[0] if found else None
+
+    @property
+    def nodes(self) -> list[str]:
+        return [node.name for node in self.cluster.nodes]
+
+    def run(self, host: str, command: str, check: bool = True) -> testinfra.backend.base.CommandResult:
+        result = self.hosts[host].run(command)
+        if check and result.rc != 0:
+            pytest.fail(f"{host}: `{command}` exited {result.rc}: {result.stdout}{result.stderr}")
+        return result
+
+    def slurm(self, command: str, host: str | None = None) -> str:
+        return self.run(host or self.submit, command).stdout.strip()
+
+    def node_state(self, node: str) -> tuple[str, str]:
+        """(state, reason) of a node, from the controller (sinfo %T|%E)."""
+        line = self.slurm(f"sinfo -h -N -n {node} -o '%T|%E'", self.controller).splitlines()[0]
+        state, _, reason = line.partition("|")
+        return state, reason
+
+    def job(self, job_id: str) -> dict[str, str]:
+        out = self.slurm(f"scontrol -o show job {job_id}")
+        return dict(re.findall(r"(\S+?)=(\S*)", out))
+
+    def config(self) -> dict[str, str]:
+        out = self.slurm("scontrol show config", self.controller)
+        return {key.strip(): value.strip() for key, _, value in
+                (line.partition("=") for line in out.splitlines() if "=" in line)}
+
+    def wait_until(self, what: str, predicate: Callable[[], bool], timeout: float, every: float = 2.0) -> float:
+        """Poll until ``predicate()``; returns the seconds it took, fails the test on timeout.
+
+        A timeout needs both the time and the polls it stands for: the clock of a paused and
+        resumed virtual machine can jump, which must not end a wait after a single poll."""
+        start = time.monotonic()
+        polls = 0
+        while True:
+            if predicate():
+                return time.monotonic() - start
+            polls += 1
+            if time.monotonic() - start > timeout and polls * every >= timeout:
+                pytest.fail(f"timed out after {timeout:.0f} s waiting until {what}")
+            time.sleep(every)
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """cluster-cli on the control node, as a user would run it."""
+        argv = [sys.executable, "-m", "cluster_cli", *args]
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            pytest.fail(f"`{shlex.join(args)}` exited {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        return done
+
+    def deploy(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.cli("deploy", "--build-dir", str(self.build_dir), *extra, str(self.inventory_path))
+
+    def wait_nodes_idle(self, timeout: float = 120) -> None:
+        seen: dict[str, tuple[str, str]] = {}
+
+        def all_idle() -> bool:
+            seen.update({node: self.node_state(node) for node in self.nodes})
+            return all(state == ("idle", "none") for state in seen.values())
+        try:
+            self.wait_until("every node is idle with no reason", all_idle, timeout)
+        except pytest.fail.Exception as failed:
+            raise pytest.fail.Exception(f"{failed.msg}; last seen (state, reason): {seen}") from None
+
+
+@pytest.fixture(scope="session")
+def view(cluster: Cluster, hosts: dict[str, testinfra.host.Host], bed: Testbed,
+         inventory_path: Path, build_dir: Path) -> Iterator[ClusterView]:
+    yield ClusterView(cluster, hosts, bed, inventory_path, build_dir)
+
+
+def changed_count(deploy_output: str) -> int:
+    """cluster-cli deploy ends with "Deploy: <seconds> s, <n> changed"."""
+    match = re.search(r"Deploy: [0-9.]+ s, ([0-9]+) changed", deploy_output)
+    if match is None:
+        pytest.fail(f"no deploy summary in the output:\n{deploy_output[-2000:]}")
+    return int(match.group(1))

@@ -1,0 +1,132 @@
+"""Faults on real daemons: each test breaks something, asserts the cluster's answer, and leaves
+the cluster as it found it (every node idle) for the next one.
+
+The scenario's inventory shortens SlurmdTimeout and the requeue hold (AuthInfo cred_expire) so
+the faults play out in seconds; the protections themselves are the project's defaults:
+KillOnBadExit=1, ReturnToService=1, slurmd units enabled at boot, the roles' file modes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from conftest import ClusterView, changed_count
+
+
+def _down(state: str) -> bool:
+    return state.startswith("down") or state.endswith("*")
+
+
+@pytest.fixture(autouse=True)
+def healthy_cluster(view: ClusterView) -> None:
+    view.wait_nodes_idle(timeout=120)
+
+
+def _slurmd_unit(view: ClusterView, node: str) -> tuple[str, str]:
+    """(host, unit) running the slurmd of ``node``."""
+    for name, host in view.cluster.hosts.items():
+        if any(instance.name == node for instance in host.slurmd_nodes):
+            return name, f"slurmd@{node}"
+    raise AssertionError(f"no host runs node {node}")
+
+
+def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(view: ClusterView) -> None:
+    assert len(view.nodes) >= 2, "needs two compute nodes"
+    timeout = int(view.config()["SlurmdTimeout"].split()[0])
+    script = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 2; else sleep 600; fi'
+    job = view.slurm(f"sbatch --parsable --requeue -N1 -o /dev/null --wrap '{script}'")
+    view.wait_until(f"job {job} runs", lambda: view.job(job)["JobState"] == "RUNNING", timeout=60, every=1)
+    victim = view.job(job)["NodeList"]
+    host, unit = _slurmd_unit(view, victim)
+    view.run(host, f"systemctl kill --signal=SIGKILL {unit}")
+    try:
+        took = view.wait_until(f"{victim} leaves service", lambda: _down(view.node_state(victim)[0]),
+                               timeout=timeout * 2 + 30)
+        print(f"{victim} marked down {took:.0f} s after its slurmd was killed (SlurmdTimeout={timeout})")
+        view.wait_until(f"job {job} completes after its requeue",
+                        lambda: view.job(job)["JobState"] == "COMPLETED", timeout=240)
+        final = view.job(job)
+        assert int(final["Restarts"]) >= 1 and final["NodeList"] != victim, final
+    finally:
+        view.run(host, f"systemctl start {unit}")
+    view.wait_nodes_idle(timeout=120)  # ReturnToService=1: back once it registers
+
+
+def test_slurmctld_restart_keeps_running_and_pending_jobs(view: ClusterView) -> None:
+    every = len(view.nodes)
+    running = view.slurm(f"sbatch --parsable -N{every} -o /dev/null --wrap 'sleep 25'")
+    view.wait_until(f"job {running} runs", lambda: view.job(running)["JobState"] == "RUNNING", timeout=60, every=1)
+    pending = view.slurm(f"sbatch --parsable -N{every} -o /dev/null --wrap 'true'")
+    before = view.job(running)
+    assert view.job(pending)["JobState"] == "PENDING"
+    view.run(view.controller, "systemctl restart slurmctld")
+    view.wait_until("slurmctld answers again", lambda: view.run(view.submit, "scontrol ping", check=False).rc == 0, timeout=60)
+    after = view.job(running)
+    assert (after["JobState"], after["StartTime"], after["NodeList"]) == (
+        "RUNNING", before["StartTime"], before["NodeList"]), after
+    assert view.job(pending)["JobState"] == "PENDING"
+    for job in (running, pending):
+        view.wait_until(f"job {job} completes", lambda job=job: view.job(job)["JobState"] == "COMPLETED", timeout=120)
+
+
+def test_rebooted_compute_host_returns_to_service(view: ClusterView) -> None:
+    config = view.config()
+    assert int(config["ReturnToService"]) >= 1, "ReturnToService=0 leaves every rebooted node down"
+    host = view.compute[-1]
+    nodes = [node.name for node in view.cluster.hosts[host].slurmd_nodes]
+    timeout = int(config["SlurmdTimeout"].split()[0])
+    view.bed.stop(host)  # powered off long enough for Slurm to notice, like a crash
+    try:
+        view.wait_until(f"{nodes} are marked down", lambda: all(_down(view.node_state(n)[0]) for n in nodes),
+                        timeout=timeout * 2 + 30)
+    finally:
+        view.bed.start(host)
+    took = view.wait_until(f"{nodes} are idle again", lambda: all(view.node_state(n) == ("idle", "none") for n in nodes),
+                           timeout=120)
+    print(f"{host} back in service {took:.0f} s after boot")
+    out = view.slurm(f"srun -N1 -w {nodes[0]} hostname")
+    assert out == host
+
+
+def test_killed_rank_ends_the_step_within_killwait(view: ClusterView) -> None:
+    kill_wait = int(view.config()["KillWait"].split()[0])
+    marker = "sleep 3271"  # a command line no other process has
+    pattern = f"^(/usr/bin/)?{marker}$"  # srun starts it as /usr/bin/sleep
+    ssh = ["ssh", "-F", str(view.bed.run_dir / "ssh_config"), view.submit]
+    with subprocess.Popen([*ssh, f"srun -N{len(view.nodes)} --ntasks-per-node=1 {marker}"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as srun:
+        try:
+            victim = view.compute[-1]
+            view.wait_until("every rank runs",
+                            lambda: all(view.run(h, f"pgrep -f '{pattern}'", check=False).rc == 0 for h in view.compute),
+                            timeout=60, every=1)
+            killed = time.monotonic()
+            view.run(victim, f"pkill -KILL -f '{pattern}'")
+            output, _ = srun.communicate(timeout=kill_wait + 30)
+            ended = time.monotonic() - killed
+        finally:
+            if srun.poll() is None:
+                srun.kill()
+    print(f"step ended {ended:.1f} s after a rank was killed (KillWait={kill_wait})")
+    assert srun.returncode != 0, output
+    assert ended <= kill_wait + 15, f"the step outlived KillWait ({kill_wait} s) by {ended - kill_wait:.0f} s"
+    for host in view.compute:
+        view.wait_until(f"no rank left on {host}",
+                        lambda host=host: view.run(host, f"pgrep -f '{pattern}'", check=False).rc != 0, timeout=30)
+
+
+def test_next_deploy_repairs_loosened_secret_files(view: ClusterView) -> None:
+    conf_dir = view.cluster.inventory.slurm.paths.conf_dir
+    loosened = [(view.compute[0], "/etc/munge/munge.key", "0644", 0o400)]
+    if view.database is not None:
+        loosened.append((view.database, f"{conf_dir}/slurmdbd.conf", "0644", 0o600))
+    for host, path, mode, _ in loosened:
+        view.run(host, f"chmod {mode} {path}")
+        assert view.hosts[host].file(path).mode == int(mode, 8)
+    deployed = view.deploy()
+    assert changed_count(deployed.stdout) >= len(loosened), deployed.stdout[-3000:]
+    for host, path, _, expected in loosened:
+        assert view.hosts[host].file(path).mode == expected, f"{host}: {path} not repaired"
+    view.wait_nodes_idle(timeout=60)

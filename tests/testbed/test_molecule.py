@@ -1,0 +1,60 @@
+"""The molecule scenarios end to end: create → converge → idempotence → verify → smoke → destroy.
+
+CI runs the `default` scenario (four Debian 12 systemd hosts). `trixie` and `ha` take as long
+again each; run them with ``CLUSTER_CLI_MOLECULE_SCENARIOS=default,trixie,ha`` (or directly:
+``molecule test -s ha``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.testbed.conftest import testbed_skip_reason
+
+REPO = Path(__file__).resolve().parents[2]
+ALL_SCENARIOS = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
+SELECTED = [name.strip() for name in os.environ.get("CLUSTER_CLI_MOLECULE_SCENARIOS", "default").split(",")
+            if name.strip()]
+
+pytestmark = pytest.mark.testbed
+
+
+def test_every_scenario_is_known() -> None:
+    assert {"default", "trixie", "ha"} <= set(ALL_SCENARIOS)
+    assert set(SELECTED) <= set(ALL_SCENARIOS), f"unknown scenario in CLUSTER_CLI_MOLECULE_SCENARIOS: {SELECTED}"
+
+
+@pytest.mark.parametrize("scenario", ALL_SCENARIOS)
+def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
+    if scenario not in SELECTED:
+        pytest.skip(f"scenario {scenario} not selected (CLUSTER_CLI_MOLECULE_SCENARIOS={','.join(SELECTED)})")
+    reason = testbed_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    molecule = Path(sys.executable).parent / "molecule"
+    if not molecule.exists() and shutil.which("molecule") is None:
+        pytest.skip("molecule is not installed (pip install -e '.[test]')")
+    reports = tmp_path / "reports"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "CLUSTER_TB_REPORT_DIR": str(reports), "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"}
+    log = tmp_path / "molecule.log"
+    with open(log, "w") as out:
+        done = subprocess.run([str(molecule) if molecule.exists() else "molecule", "test", "-s", scenario],
+                              cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=3600, check=False)
+    text = log.read_text()
+    print(text[-6000:])
+    assert done.returncode == 0, f"molecule test -s {scenario} failed (log {log}):\n{text[-8000:]}"
+    verify = ET.parse(reports / "verify.xml").getroot()
+    suite = verify if verify.tag == "testsuite" else verify[0]
+    counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+    assert counts["tests"] >= 15 and counts["failures"] == counts["errors"] == 0, counts
+    smoke = json.loads((reports / "smoke.json").read_text())
+    assert smoke["verdict"] == "pass" and smoke["counts"]["pass"] >= 7, smoke["counts"]
