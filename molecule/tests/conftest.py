@@ -162,7 +162,8 @@ class ClusterView:
         try:
             self.wait_until("every node is idle with no reason", all_idle, timeout)
         except pytest.fail.Exception as failed:
-            raise pytest.fail.Exception(f"{failed.msg}; last seen (state, reason): {seen}") from None
+            queue = self.run(self.controller, "squeue -a -o '%i %T %r %N'", check=False).stdout
+            raise pytest.fail.Exception(f"{failed.msg}; last seen (state, reason): {seen}; squeue:\n{queue}") from None
 
 
 @pytest.fixture(scope="session")
