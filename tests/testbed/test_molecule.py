@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed.conftest import testbed_skip_reason
-
 REPO = Path(__file__).resolve().parents[2]
 ALL_SCENARIOS = sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 SELECTED = [name.strip() for name in os.environ.get("CLUSTER_CLI_MOLECULE_SCENARIOS", "default").split(",")
@@ -33,12 +31,10 @@ def test_every_scenario_is_known() -> None:
 
 
 @pytest.mark.parametrize("scenario", ALL_SCENARIOS)
-def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
+def test_molecule_scenario(scenario: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if scenario not in SELECTED:
         pytest.skip(f"scenario {scenario} not selected (CLUSTER_CLI_MOLECULE_SCENARIOS={','.join(SELECTED)})")
-    reason = testbed_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    request.getfixturevalue("testbed_requirements")  # skips with the reason without root or tools
     molecule = Path(sys.executable).parent / "molecule"
     if not molecule.exists() and shutil.which("molecule") is None:
         pytest.skip("molecule is not installed (pip install -e '.[test]')")
