@@ -35,13 +35,17 @@ def _slurmd_unit(view: ClusterView, node: str) -> tuple[str, str]:
 def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(view: ClusterView) -> None:
     assert len(view.nodes) >= 2, "needs two compute nodes"
     timeout = int(view.config()["SlurmdTimeout"].split()[0])
-    script = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 2; else sleep 600; fi'
+    script = 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 2; else sleep 601; fi'
     job = view.slurm(f"sbatch --parsable --requeue -N1 -o /dev/null --wrap '{script}'")
     view.wait_until(f"job {job} runs", lambda: view.job(job)["JobState"] == "RUNNING", timeout=60, every=1)
     victim = view.job(job)["NodeList"]
     host, unit = _slurmd_unit(view, victim)
-    view.run(host, f"systemctl kill --signal=SIGKILL {unit}")
     try:
+        # slurmd and the job's processes die, as when the node fails. (`systemctl kill` can fail
+        # on a cgroup with job steps inside a container, and a unit whose cgroup still holds
+        # them does not start again there.)
+        view.run(host, f"kill -KILL $(systemctl show --property=MainPID --value {unit}); "
+                       f"pkill -KILL -f 'slurmstepd: \\[{job}\\.'; pkill -KILL -f '^sleep 601$'; true")
         took = view.wait_until(f"{victim} leaves service", lambda: _down(view.node_state(victim)[0]),
                                timeout=timeout * 2 + 30)
         print(f"{victim} marked down {took:.0f} s after its slurmd was killed (SlurmdTimeout={timeout})")
