@@ -19,7 +19,7 @@ from pathlib import Path
 import cluster_cli
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.errors import ClusterCliError
-from cluster_cli.smoke import CheckResult, ProgressCallback, SmokeEvent, SmokeReport, SmokeTarget
+from cluster_cli.smoke import CHECKS, CheckResult, ProgressCallback, SmokeEvent, SmokeReport, SmokeTarget
 
 PACKAGE_DIR = Path(cluster_cli.__file__).resolve().parent
 # Enough for every check's own timeout plus the copy; a hung SSH session does not hang us.
@@ -91,7 +91,8 @@ def run_remote_smoke(
         _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
         command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.remote",
                    f"{workdir}/target.json", *(only or [])]
-        return _stream(host, command, progress, timeout=SETUP_SLACK_S + target.check_timeout_s * 20)
+        checks = len(only) if only else len(CHECKS)
+        return _stream(host, command, progress, timeout=SETUP_SLACK_S + target.check_timeout_s * checks)
     finally:
         _ssh(host, ["rm", "-rf", "--", workdir])
 

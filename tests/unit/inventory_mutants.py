@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel
+from unit_helpers import all_paths
 
 from cluster_cli import hostlist
 from cluster_cli.errors import format_location
@@ -141,15 +142,6 @@ def model_at(path: DocPath) -> type[BaseModel] | None:
     return None if pending else model
 
 
-def all_paths(node: Any, prefix: DocPath = ()) -> list[DocPath]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += all_paths(value, prefix + (key,))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += all_paths(value, prefix + (index,))
-    return found
 
 
 def get(document: Any, path: DocPath) -> Any:

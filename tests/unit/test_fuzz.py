@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
-from unit_helpers import BASE, SHIPPED_INVENTORIES
+from unit_helpers import BASE, SHIPPED_INVENTORIES, all_paths
 
 from cluster_cli.cli import main
 from cluster_cli.cluster import Cluster, load_cluster_text
@@ -187,15 +187,6 @@ def test_random_text(text):
 # -- mutations of the shipped inventories --------------------------------------------------------
 
 
-def all_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += all_paths(value, prefix + (key,))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += all_paths(value, prefix + (index,))
-    return found
 
 
 def parent_and_key(document: Any, path: tuple) -> tuple[Any, Any]:

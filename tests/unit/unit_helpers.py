@@ -8,6 +8,7 @@ loader, so a wrong line in cluster-cli fails the test.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cluster_cli.cluster import Cluster, load_cluster_text
 from cluster_cli.errors import InventoryError
@@ -95,3 +96,15 @@ def load(text: str, file: str = FILE) -> Cluster:
 def problem(text: str, snippet: str, field: str, message: str) -> str:
     """The expected problem string at the line of ``snippet``."""
     return f"{FILE}:{line_of(text, snippet)}: {field}: {message}"
+
+
+def all_paths(node: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Every path into a parsed YAML document (keys and list indexes), the root's () first."""
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += all_paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += all_paths(value, prefix + (index,))
+    return found
