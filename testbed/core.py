@@ -262,6 +262,8 @@ class Testbed:
         timings["network_seconds"] = round(t.seconds, 2)
         self._save()
 
+        # the bound mirror is the hosts' only apt source and pip index (else they have none)
+        mirror_sources = cfg.mirror is not None and cfg.apt_sources == "mirror"
         etc_hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
         etc_hosts += "".join(f"{h['address']}\t{h['name']}\n" for h in self.state["hosts"])
         host_pubs: list[tuple[str, str, str]] = []
@@ -276,9 +278,8 @@ class Testbed:
             hostmod.configure_root(root, hostmod.HostFiles(
                 name=h["name"], address=h["address"], etc_hosts=etc_hosts,
                 authorized_key=pub, host_key_dir=hdir / "hostkey",
-                mirror=cfg.mirror is not None and cfg.apt_sources == "mirror",
-                wheelhouse=(cfg.mirror is not None and cfg.apt_sources == "mirror"
-                            and (cfg.mirror / "wheels").is_dir())))
+                mirror=mirror_sources,
+                wheelhouse=mirror_sources and cfg.mirror is not None and (cfg.mirror / "wheels").is_dir()))
             if cfg.mirror is not None:
                 (root / "mirror").mkdir(exist_ok=True)
             host_pubs.append((h["name"], h["address"], host_pub))
@@ -307,7 +308,7 @@ class Testbed:
         timings["boot_to_running_seconds"] = round(t.seconds, 2)
         self.state["boot_states"] = states
 
-        if cfg.mirror is not None and cfg.apt_sources == "mirror":
+        if mirror_sources:
             # like a host installed from this mirror: apt lists present. An
             # empty lists dir with a fresh mtime makes Ansible's apt module
             # (cache_valid_time) skip the update and find no package.
