@@ -87,8 +87,7 @@ def test_slurm_and_munge_have_the_same_ids_everywhere(view: ClusterView) -> None
     for name, host in view.hosts.items():
         for user, ids in expected.items():
             account = host.user(user)
-            if not account.exists and user == inventory.training.test_user:
-                continue  # hosts without a training environment (the controller) need no test user
+            # the test user too: slurmctld looks the submitter up to launch a batch job
             assert account.exists, f"{name}: no user {user}"
             if ids is not None:
                 assert (account.uid, account.gid) == ids, f"{name}: {user} is {account.uid}:{account.gid}"
