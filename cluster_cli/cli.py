@@ -192,7 +192,7 @@ def status(inventory: Path, as_json: bool) -> None:
 
 
 @main.command()
-@inventory_argument
+@click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--only", help="Comma-separated checks to run (default: all). See --list.")
 @click.option("--partition", help="Partition to test (default: the default partition).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
@@ -205,7 +205,7 @@ def status(inventory: Path, as_json: bool) -> None:
     help="Inventory host to submit the jobs from (default: the first login host, else the primary controller).",
 )
 def smoke(
-    inventory: Path, only: str | None, partition: str | None, json_path: Path | None, junit_path: Path | None,
+    inventory: Path | None, only: str | None, partition: str | None, json_path: Path | None, junit_path: Path | None,
     timeout_s: float, list_checks: bool, submit_host_name: str | None,
 ) -> None:
     """Run the post-install smoke jobs as an unprivileged user; exit 0 only if none failed.
@@ -217,6 +217,8 @@ def smoke(
         for check in CHECKS:
             click.echo(f"{check.name:18} {check.summary}")
         return
+    if inventory is None:
+        raise click.UsageError("Missing argument 'INVENTORY' (only --list runs without one).")
     cluster = _load(inventory)
     console = Console(highlight=False)
     names = [name.strip() for name in only.split(",") if name.strip()] if only else None

@@ -16,6 +16,7 @@ from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
 from cluster_cli import __version__
 from cluster_cli.cli import main
 from cluster_cli.model import Inventory
+from cluster_cli.smoke import CHECKS
 
 
 @pytest.fixture
@@ -259,3 +260,16 @@ def test_the_schema_rejects_what_validate_rejects(schema, old, new):
 
 def test_schema_output_is_stable(runner):
     assert runner.invoke(main, ["schema"]).stdout == runner.invoke(main, ["schema"]).stdout
+
+
+def test_smoke_list_needs_no_inventory(runner):
+    result = runner.invoke(main, ["smoke", "--list"])
+    assert result.exit_code == 0, result.output
+    listed = [line.split()[0] for line in result.output.splitlines() if line.strip()]
+    assert listed == [check.name for check in CHECKS]
+
+
+def test_smoke_without_an_inventory_is_a_usage_error(runner):
+    result = runner.invoke(main, ["smoke"])
+    assert result.exit_code == 2
+    assert "Missing argument 'INVENTORY'" in result.output
