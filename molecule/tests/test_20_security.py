@@ -127,8 +127,16 @@ def _secret_forms(view: ClusterView) -> dict[str, bytes]:
 
 
 def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> None:
-    dry_run = view.deploy("--check", "--diff")
-    assert changed_count(dry_run.stdout) == 0, dry_run.stdout[-3000:]
+    # A drifted password line in slurmdbd.conf gives --diff a change to show, right at the secret.
+    conf = f"{view.cluster.inventory.slurm.paths.conf_dir}/slurmdbd.conf"
+    if view.database is not None:
+        view.run(view.database, f"cp -p {conf} {conf}.orig && sed -i 's/^StoragePass=.*/StoragePass=drifted/' {conf}")
+    try:
+        dry_run = view.deploy("--check", "--diff")
+    finally:
+        if view.database is not None:
+            view.run(view.database, f"mv {conf}.orig {conf}")
+    assert changed_count(dry_run.stdout) >= (1 if view.database is not None else 0), dry_run.stdout[-3000:]
     logs = sorted((cluster_state_dir(view.cluster.name) / "logs").glob("*.log"))
     assert logs, "no deploy log written"
     texts = {"deploy --check --diff output": (dry_run.stdout + dry_run.stderr).encode()}
@@ -140,5 +148,5 @@ def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> Non
     assert not leaks, leaks
     # the check is not vacuous: the password is really what slurmdbd.conf on the database holds
     if view.database is not None:
-        conf = view.run(view.database, f"cat {view.cluster.inventory.slurm.paths.conf_dir}/slurmdbd.conf").stdout
-        assert f"StoragePass={_secret_forms(view)['database password'].decode()}" in conf
+        held = view.run(view.database, f"cat {conf}").stdout
+        assert f"StoragePass={_secret_forms(view)['database password'].decode()}" in held

@@ -89,7 +89,6 @@ def test_slurmctld_restart_keeps_running_and_pending_jobs(view: ClusterView) -> 
 
 def test_rebooted_compute_host_returns_to_service(view: ClusterView) -> None:
     config = view.config()
-    assert int(config["ReturnToService"]) >= 1, "ReturnToService=0 leaves every rebooted node down"
     host = view.compute[-1]
     nodes = [node.name for node in view.cluster.hosts[host].slurmd_nodes]
     timeout = int(config["SlurmdTimeout"].split()[0])
@@ -99,8 +98,9 @@ def test_rebooted_compute_host_returns_to_service(view: ClusterView) -> None:
                         timeout=timeout * 2 + 30)
     finally:
         view.bed.start(host)
-    took = view.wait_until(f"{nodes} are idle again", lambda: all(view.node_state(n) == ("idle", "none") for n in nodes),
-                           timeout=120)
+    # With ReturnToService=0 they would stay down: the deploy's setting is what brings them back.
+    took = view.wait_until(f"{nodes} are idle again (ReturnToService={config['ReturnToService']})",
+                           lambda: all(view.node_state(n) == ("idle", "none") for n in nodes), timeout=120)
     print(f"{host} back in service {took:.0f} s after boot")
     out = view.slurm(f"srun -N1 -w {nodes[0]} hostname")
     assert out == host
@@ -111,7 +111,8 @@ def test_killed_rank_ends_the_step_within_killwait(view: ClusterView) -> None:
     marker = "sleep 3271"  # a command line no other process has
     pattern = f"^(/usr/bin/)?{marker}$"  # srun starts it as /usr/bin/sleep
     ssh = ["ssh", "-F", str(view.bed.run_dir / "ssh_config"), view.submit]
-    with subprocess.Popen([*ssh, f"srun -N{len(view.nodes)} --ntasks-per-node=1 {marker}"],
+    name = "killed-rank-test"
+    with subprocess.Popen([*ssh, f"srun -J {name} -N{len(view.nodes)} --ntasks-per-node=1 {marker}"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as srun:
         try:
             victim = view.compute[-1]
@@ -120,11 +121,15 @@ def test_killed_rank_ends_the_step_within_killwait(view: ClusterView) -> None:
                             timeout=60, every=1)
             killed = time.monotonic()
             view.run(victim, f"pkill -KILL -f '{pattern}'")
-            output, _ = srun.communicate(timeout=kill_wait + 30)
+            try:
+                output, _ = srun.communicate(timeout=kill_wait + 30)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"the step still ran {kill_wait + 30} s after a rank was killed (KillWait={kill_wait})")
             ended = time.monotonic() - killed
         finally:
-            if srun.poll() is None:
+            if srun.poll() is None:  # the step outlived the kill: end it for the next tests
                 srun.kill()
+                view.run(view.controller, f"scancel -n {name}", check=False)
     print(f"step ended {ended:.1f} s after a rank was killed (KillWait={kill_wait})")
     assert srun.returncode != 0, output
     assert ended <= kill_wait + 15, f"the step outlived KillWait ({kill_wait} s) by {ended - kill_wait:.0f} s"
