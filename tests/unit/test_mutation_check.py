@@ -1,0 +1,69 @@
+"""molecule/mutation_check.py: every mutation still applies to the tree as it is today, changes
+what it says, and names tests that exist (the run itself needs the test bed: molecule/README)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutation_check", REPO / "molecule" / "mutation_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+MUTATION_CHECK = _load()
+INVENTORY = "cluster_name: mc\nslurm:\n  conf:\n    SlurmdTimeout: 20\n"
+
+
+@pytest.mark.parametrize("mutation", MUTATION_CHECK.MUTATIONS, ids=lambda mutation: mutation.name)
+def test_mutation_applies_to_the_current_tree(mutation, tmp_path: Path) -> None:
+    inventory = tmp_path / "cluster.yaml"
+    inventory.write_text(INVENTORY)
+    tree = tmp_path / "tree"
+    if mutation.patch is not None:
+        path = mutation.patch[0]
+        (tree / path).parent.mkdir(parents=True)
+        (tree / path).write_text((REPO / path).read_text())
+    mutation.apply(tree, inventory, tmp_path / "mutated.yaml")
+    mutated = yaml.safe_load((tmp_path / "mutated.yaml").read_text())
+    assert mutated["slurm"]["conf"] == {"SlurmdTimeout": 20, **mutation.slurm_conf}
+    assert mutation.patch is not None or mutation.slurm_conf, f"{mutation.name} changes nothing"
+    if mutation.patch is not None:
+        changed = (tree / mutation.patch[0]).read_text()
+        assert changed != (REPO / mutation.patch[0]).read_text()
+        assert mutation.patch[2] in changed
+        if mutation.patch[0].endswith(".yml"):
+            yaml.safe_load(changed)  # the mutant is still a playbook Ansible can load
+
+
+@pytest.mark.parametrize("mutation", MUTATION_CHECK.MUTATIONS, ids=lambda mutation: mutation.name)
+def test_mutation_names_tests_that_exist(mutation) -> None:
+    assert mutation.tests
+    for test in mutation.tests:
+        file, name = test.split("::")
+        source = (REPO / "molecule" / "tests" / file).read_text()
+        assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"{mutation.name}: no {test}"
+
+
+def test_a_mutation_that_no_longer_matches_is_refused(tmp_path: Path) -> None:
+    inventory = tmp_path / "cluster.yaml"
+    inventory.write_text(INVENTORY)
+    (tmp_path / "tree" / "roles").mkdir(parents=True)
+    (tmp_path / "tree" / "roles" / "tasks.yml").write_text('mode: "0644"\n')
+    stale = MUTATION_CHECK.Mutation("stale", "nothing", ("test_x.py::test_x",),
+                                    patch=("roles/tasks.yml", 'mode: "0400"', 'mode: "0600"'))
+    with pytest.raises(RuntimeError, match=r"roles/tasks.yml holds 0 copies"):
+        stale.apply(tmp_path / "tree", inventory, tmp_path / "mutated.yaml")
