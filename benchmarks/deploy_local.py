@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cluster_cli.markdown import replace_section
+
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
@@ -97,14 +99,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if options.write:
-        current = BENCHMARKS.read_text()
-        start = current.find(SECTION)
-        if start == -1:
-            updated = current.rstrip("\n") + "\n\n" + text
-        else:
-            end = current.find("\n## ", start + len(SECTION))
-            updated = current[:start] + text + (current[end + 1 :] if end != -1 else "")
-        BENCHMARKS.write_text(updated)
+        BENCHMARKS.write_text(replace_section(BENCHMARKS.read_text(), text))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_local import machine  # noqa: E402
 
+from cluster_cli.markdown import replace_section  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
 SECTION = "## Multi-host scenarios (molecule, test bed)"
@@ -69,11 +71,16 @@ def main() -> None:
     log = reports / "molecule.log"
     figures: dict[str, float] = {}
     up_seconds = None
+    deploy_seconds: dict[str, str] = {}  # cluster-cli's own "Deploy: <s> s, <n> changed"
     for index, step in enumerate(STEPS):
         elapsed, output = run_step(options.scenario, step, env, log)
         if step == "create":
             found = re.search(r"up_total_seconds=([0-9.]+)", output)
             up_seconds = float(found.group(1)) if found else None
+        if step in ("converge", "idempotence"):
+            found = re.search(r"Deploy: ([0-9.]+) s, ([0-9]+) changed", output)
+            if found:
+                deploy_seconds[step] = f"{float(found.group(1)):.1f} s, {found.group(2)} changed"
         if 0 < index < len(STEPS) - 1:
             figures[step] = elapsed
     figures["destroy"] = elapsed
@@ -86,14 +93,14 @@ def main() -> None:
         f"`sudo .venv/bin/python benchmarks/molecule_scenario.py -s {options.scenario} --write`"
         f" (molecule/{options.scenario}; log and reports in a temporary directory).",
         "",
-        "| step | wall | goal |",
-        "|---|---|---|",
+        "| step | wall (molecule step) | cluster-cli deploy alone | goal |",
+        "|---|---|---|---|",
     ]
     for step, seconds in figures.items():
         label = LABELS.get(step, step)
         if step == "create" and up_seconds is not None:
             label += f" (`testbed up` alone: {up_seconds:.1f} s)"
-        lines.append(f"| {label} | {seconds:.1f} s | {GOALS.get(step, '')} |")
+        lines.append(f"| {label} | {seconds:.1f} s | {deploy_seconds.get(step, '')} | {GOALS.get(step, '')} |")
     lines += [
         "",
         f"verify: {tests.group(1) if tests else '?'} checks; smoke: {smoke['counts']}, {smoke['duration_s']:.0f} s.",
@@ -103,25 +110,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if options.write:
-        write_section(text, options.scenario)
-
-
-def write_section(text: str, scenario: str) -> None:
-    current = BENCHMARKS.read_text()
-    if SECTION not in current:
-        current = current.rstrip("\n") + f"\n\n{SECTION}\n\n"
-    start = current.index(SECTION)
-    end = current.find("\n## ", start + len(SECTION))
-    section = current[start:end + 1] if end != -1 else current[start:]
-    heading = f"### Scenario `{scenario}`"
-    if heading in section:
-        sub_start = section.index(heading)
-        sub_end = section.find("\n### ", sub_start + len(heading))
-        section = section[:sub_start] + text + (section[sub_end + 1:] if sub_end != -1 else "")
-    else:
-        section = section.rstrip("\n") + "\n\n" + text
-    updated = current[:start] + section.rstrip("\n") + "\n" + (current[end:] if end != -1 else "")
-    BENCHMARKS.write_text(updated)
+        BENCHMARKS.write_text(replace_section(BENCHMARKS.read_text(), text, parent=SECTION))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from cluster_cli.cluster import Cluster, load_cluster  # noqa: E402
+from cluster_cli.markdown import replace_section  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 DOC = REPO / "docs" / "testbed.md"
@@ -247,17 +248,6 @@ def report(scenario: str, before: dict[str, str], results: list[Result], after: 
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    current = DOC.read_text()
-    if SECTION in current:
-        start = current.index(SECTION)
-        end = current.find("\n## ", start + len(SECTION))
-        current = current[:start] + text + (current[end + 1:] if end != -1 else "")
-    else:
-        current = current.rstrip("\n") + "\n\n" + text
-    DOC.write_text(current.rstrip("\n") + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-s", "--scenario", default="default")
@@ -283,7 +273,7 @@ def main() -> int:
     text = report(options.scenario, before, results, after, (time.monotonic() - start) / 60)
     print(text)
     if options.write:
-        write_section(text)
+        DOC.write_text(replace_section(DOC.read_text(), text))
     clean = all(result.caught for result in results) and all(
         outcome == "passed" for outcome in {**before, **after}.values())
     return 0 if clean else 1
