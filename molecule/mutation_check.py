@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from cluster_cli.cluster import Cluster, load_cluster  # noqa: E402
 from cluster_cli.markdown import replace_section  # noqa: E402
+from cluster_cli.paths import cluster_state_dir  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 DOC = REPO / "docs" / "testbed.md"
@@ -60,6 +62,7 @@ class Mutation:
     tests: tuple[str, ...]
     slurm_conf: dict[str, int | str] = field(default_factory=dict)
     patch: tuple[str, str, str] | None = None  # (path in the tree, text, replacement)
+    cleanup: str | None = None  # run on every host before the restoring deploy: what that deploy does not undo
 
     def apply(self, tree: Path, inventory: Path, mutated_inventory: Path) -> None:
         data = yaml.safe_load(inventory.read_text())
@@ -93,6 +96,11 @@ MUTATIONS = [
              (T_MUNGE_KEY,), patch=("roles/munge/tasks/configure.yml", 'mode: "0700"', 'mode: "0755"')),
     Mutation("slurmdbd-conf-0640", "slurmdbd role installs slurmdbd.conf 0640 instead of 0600",
              (T_DBD_CONF, T_REPAIR), patch=("roles/slurmdbd/tasks/configure.yml", 'mode: "0600"', 'mode: "0640"')),
+    Mutation("slurmdbd-conf-everywhere", "slurm_common copies slurmdbd.conf to every host with the other configs",
+             (T_DBD_CONF,),
+             patch=("roles/slurm_common/vars/main.yml", "__slurm_common_optional_files:\n  - topology.conf\n",
+                    "__slurm_common_optional_files:\n  - topology.conf\n  - slurmdbd.conf\n"),
+             cleanup="rm -f {conf_dir}/slurmdbd.conf"),
     Mutation("slurmdbd-conf-diff-shown", "slurmdbd.conf copied without diff: false and no_log",
              (T_NO_SECRET,),
              patch=("roles/slurmdbd/tasks/configure.yml", '    mode: "0600"\n  diff: false\n  no_log: true\n',
@@ -163,12 +171,22 @@ class Session:
                                          "skipped" if "skipped" in kinds else "passed")
         return {test: by_name.get(test.split("::")[1], "missing") for test in tests}
 
-    def restore(self, cluster: Cluster) -> None:
-        """The cluster as the control found it: every host up, no job, this tree deployed, nodes idle."""
+    def restore(self, cluster: Cluster, mutation: Mutation, since: float) -> None:
+        """The cluster as the control found it: every host up, no job, this tree deployed, nodes idle,
+        and the mutant's deploy logs (which may hold what a mutant leaked) moved out of the cluster's."""
+        logs = cluster_state_dir(cluster.name) / "logs"
+        kept = self.work / f"{mutation.name}-logs"
+        kept.mkdir(mode=0o700, exist_ok=True)
+        for log in logs.glob("*.log"):
+            if log.stat().st_mtime >= since:
+                shutil.move(log, kept / log.name)
         bed = Testbed.for_name(self.bed_name)
         controller = cluster.inventory.controllers.primary
         for host in cluster.hosts:
             bed.start(host)
+            if mutation.cleanup:
+                command = mutation.cleanup.format(conf_dir=cluster.inventory.slurm.paths.conf_dir)
+                bed.exec(host, ["sh", "-c", command])
         bed.exec(controller, ["sh", "-c", "squeue -h -o %i | xargs -r scancel"], check=False)
         for name, host in cluster.hosts.items():
             for node in host.slurmd_nodes:
@@ -192,7 +210,7 @@ def check(session: Session, mutations: list[Mutation]) -> tuple[dict[str, str], 
     print("control:", ", ".join(f"{test.split('::')[1]} {outcome}" for test, outcome in before.items()), flush=True)
     results = []
     for mutation in mutations:
-        start = time.monotonic()
+        start, since = time.monotonic(), time.time()
         tree = session.work / mutation.name
         copy_tree(REPO, tree)
         inventory = session.work / f"{mutation.name}.yaml"
@@ -200,7 +218,7 @@ def check(session: Session, mutations: list[Mutation]) -> tuple[dict[str, str], 
         deployed = session.deploy(tree, inventory, session.work / f"{mutation.name}-build")
         outcomes = (session.run_tests(tree, inventory, session.work / f"{mutation.name}-build", list(mutation.tests),
                                       mutation.name) if deployed else {})
-        session.restore(cluster)
+        session.restore(cluster, mutation, since)
         result = Result(mutation, deployed, outcomes, time.monotonic() - start)
         results.append(result)
         print(f"{mutation.name}: {'caught' if result.caught else 'SURVIVED'} "
@@ -220,32 +238,47 @@ def copy_tree(source: Path, target: Path) -> None:
             shutil.copy2(path, target / name)
 
 
+ROW = re.compile(r"^\| (?P<removes>[^|]+?) \| `(?P<test>[^`]+)` \| (?P<control>[^|]+?) \| (?P<without>[^|]+?) \|"
+                 r" (?P<run>[^|]+?) \|$")
+
+
 def report(scenario: str, before: dict[str, str], results: list[Result], after: dict[str, str],
-           minutes: float) -> str:
-    lines = [
+           previous: str) -> str:
+    """The "Mutation check" section: this run's rows, and the rows of earlier runs (from ``previous``,
+    the section as it stands) for the mutations this run left out."""
+    run = f"{date.today().isoformat()}, `{scenario}`"
+    rows: dict[str, list[str]] = {}
+    for line in previous.splitlines():
+        found = ROW.match(line)
+        if found:
+            rows.setdefault(found["removes"], []).append(line)
+    for result in results:
+        rows[result.mutation.removes] = [
+            f"| {result.mutation.removes} | `{test.split('::')[1]}` | {before.get(test)} | "
+            f"{'deploy refused' if not result.deployed else result.outcomes.get(test, 'missing')} | {run} |"
+            for test in result.mutation.tests]
+    table = [line for mutation in MUTATIONS for line in rows.get(mutation.removes, [])]
+    verdicts = {mutation.name: all(ROW.match(line)["without"] in ("failed", "deploy refused")
+                                   for line in rows[mutation.removes])
+                for mutation in MUTATIONS if mutation.removes in rows}
+    survived = [name for name, caught in verdicts.items() if not caught]
+    failed_controls = [test for test, outcome in {**before, **after}.items() if outcome != "passed"]
+    return "\n".join([
         SECTION,
         "",
-        f"`sudo .venv/bin/python molecule/mutation_check.py -s {scenario} --write`: each protection taken away,",
-        "the cluster deployed without it, and the tests that stand for it run against that cluster.",
-        f"Run {date.today().isoformat()} on scenario `{scenario}`, {minutes:.0f} min in all.",
+        "`sudo .venv/bin/python molecule/mutation_check.py -s default --write` (`--only NAME...` re-runs some):",
+        "each protection taken away, the cluster deployed without it, and the tests that stand for it run",
+        "against that cluster. \"deploy refused\": the daemon itself would not start without the protection.",
         "",
-        "| protection taken away | test | as deployed | without the protection |",
-        "|---|---|---|---|",
-    ]
-    for result in results:
-        for test in result.mutation.tests:
-            without = "deploy refused" if not result.deployed else result.outcomes.get(test, "missing")
-            lines.append(f"| {result.mutation.removes} | `{test.split('::')[1]}` | {before.get(test)} | {without} |")
-    survived = [result.mutation.name for result in results if not result.caught]
-    failed_controls = [test for test, outcome in {**before, **after}.items() if outcome != "passed"]
-    lines += [
+        "| protection taken away | test | as deployed | without the protection | run |",
+        "|---|---|---|---|---|",
+        *table,
         "",
-        f"Mutants caught: {len(results) - len(survived)} of {len(results)}"
+        f"Mutants caught: {len(verdicts) - len(survived)} of {len(verdicts)}"
         + (f"; survived: {', '.join(survived)}" if survived else "")
-        + f". Control after the restores: {'all passed' if not failed_controls else failed_controls}.",
+        + f". The last run's control after its restores: {'all passed' if not failed_controls else failed_controls}.",
         "",
-    ]
-    return "\n".join(lines)
+    ])
 
 
 def main() -> int:
@@ -270,10 +303,13 @@ def main() -> int:
     finally:
         if not options.keep:
             session.molecule("destroy")
-    text = report(options.scenario, before, results, after, (time.monotonic() - start) / 60)
+    current = DOC.read_text()
+    section = current[current.index(SECTION):] if SECTION in current else ""
+    text = report(options.scenario, before, results, after, section.split("\n## ")[0])
     print(text)
+    print(f"{(time.monotonic() - start) / 60:.0f} min in all")
     if options.write:
-        DOC.write_text(replace_section(DOC.read_text(), text))
+        DOC.write_text(replace_section(current, text))
     clean = all(result.caught for result in results) and all(
         outcome == "passed" for outcome in {**before, **after}.values())
     return 0 if clean else 1

@@ -67,3 +67,20 @@ def test_a_mutation_that_no_longer_matches_is_refused(tmp_path: Path) -> None:
                                     patch=("roles/tasks.yml", 'mode: "0400"', 'mode: "0600"'))
     with pytest.raises(RuntimeError, match=r"roles/tasks.yml holds 0 copies"):
         stale.apply(tmp_path / "tree", inventory, tmp_path / "mutated.yaml")
+
+
+def test_a_partial_run_keeps_the_earlier_rows_of_the_mutations_it_left_out() -> None:
+    first, second = MUTATION_CHECK.MUTATIONS[:2]
+    earlier = MUTATION_CHECK.report(
+        "default", {test: "passed" for test in first.tests + second.tests},
+        [MUTATION_CHECK.Result(first, True, {test: "failed" for test in first.tests}, 1.0),
+         MUTATION_CHECK.Result(second, True, {test: "passed" for test in second.tests}, 1.0)], {}, "")
+    assert "Mutants caught: 1 of 2; survived: " + second.name in earlier
+    rerun = MUTATION_CHECK.report(
+        "default", {test: "passed" for test in second.tests},
+        [MUTATION_CHECK.Result(second, False, {}, 1.0)], {}, earlier)
+    rows = [line for line in rerun.splitlines() if MUTATION_CHECK.ROW.match(line)]
+    assert len(rows) == len(first.tests) + len(second.tests)
+    assert [MUTATION_CHECK.ROW.match(row)["removes"] for row in rows][0] == first.removes
+    assert all("deploy refused" in row for row in rows if second.removes in row)
+    assert "Mutants caught: 2 of 2." in rerun
