@@ -9,8 +9,10 @@ once as they are (the control), then for each mutation:
      the inventory (a slurm.conf setting),
   2. deploys the cluster from the copy, and runs the tests that mutation should break, from the
      copy too (their own re-deploys then deploy the mutant),
-  3. puts the cluster back: boots any host left off, cancels jobs, starts slurmd units,
-     deploys from this tree, resumes down nodes and waits until every node is idle.
+  3. puts the cluster back: moves the mutant's deploy logs out of the cluster's (they may hold
+     what it leaked), boots any host left off, runs the mutation's cleanup (what a deploy does
+     not undo), cancels jobs, starts slurmd units, deploys from this tree, resumes down nodes
+     and waits until every node is idle.
 Last the tests run once more as they are, on the restored cluster. ``--write`` puts the result in
 docs/testbed.md under "Mutation check". Exit 1 when a mutant survives or a control fails.
 """
