@@ -30,7 +30,10 @@ CGROUP_UNIT_NAME = "testbed-cgroup-rw.service"
 # nspawn mounts the cgroup v1 controller hierarchies read-only inside the
 # container; slurmd (proctrack/task cgroup) must create cgroups in them.
 # Ordered before sysinit.target so it runs before every ordinary service
-# (slurmd@*.service included), whatever their names.
+# (slurmd@*.service included), whatever their names. A remount can fail while
+# the boot is still busy (seen once in a CI run: slurmd on that host then found
+# freezer read-only), so it is tried again until no cgroup mount is read-only.
+# ($name stays inside one shell word: systemd expands only ${name} there.)
 CGROUP_UNIT = """\
 [Unit]
 Description=Remount cgroup v1 controllers read-write (test bed)
@@ -43,10 +46,16 @@ ConditionVirtualization=container
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sh -c 'while read -r _dev mp fstype opts _rest; do \
+ExecStart=/bin/sh -c 'for try in 1 2 3 4 5 6 7 8 9 10; do \
+left=no; \
+while read -r _dev mp fstype opts _rest; do \
 [ "$fstype" = cgroup ] || continue; \
-case ",$opts," in *,ro,*) mount -o remount,bind,rw "$mp" ;; esac; \
-done < /proc/self/mounts'
+case ",$opts," in *,ro,*) mount -o remount,bind,rw "$mp" || left=yes ;; esac; \
+done < /proc/self/mounts; \
+[ "$left" = no ] && ! grep -q " cgroup ro[, ]" /proc/self/mounts && exit 0; \
+sleep 1; \
+done; \
+grep " cgroup ro[, ]" /proc/self/mounts >&2; exit 1'
 
 [Install]
 WantedBy=sysinit.target
@@ -278,11 +287,21 @@ def wait_running(name: str, r: Running, console_log: Path, timeout: float = 120.
             raise TestbedError(f"{name}: container died during boot:\n{tail(console_log)}")
         state = system_state(r.leader_pid)
         if state in ("running", "degraded"):
+            _require_writable_cgroups(name, r)
             return state
         time.sleep(0.2)
     raise TestbedError(
         f"{name}: systemd still {state!r} after {timeout}s:\n{tail(console_log)}"
     )
+
+
+def _require_writable_cgroups(name: str, r: Running) -> None:
+    """Fail the boot here, not minutes later when slurmd finds a read-only controller."""
+    active = run(nsenter_argv(r.leader_pid, ["systemctl", "is-active", CGROUP_UNIT_NAME]), check=False, timeout=30)
+    if active.stdout.strip() != "active":
+        status = run(nsenter_argv(r.leader_pid, ["systemctl", "status", "--no-pager", CGROUP_UNIT_NAME]),
+                     check=False, timeout=30)
+        raise TestbedError(f"{name}: {CGROUP_UNIT_NAME} is {active.stdout.strip() or 'unknown'}:\n{status.stdout}")
 
 
 def request_poweroff(r: Running) -> None:
