@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from deploy_local import machine  # noqa: E402
 
 from cluster_cli.markdown import replace_section  # noqa: E402
+from cluster_cli.progress import parse_summary_line  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
@@ -78,9 +79,9 @@ def main() -> None:
             found = re.search(r"up_total_seconds=([0-9.]+)", output)
             up_seconds = float(found.group(1)) if found else None
         if step in ("converge", "idempotence"):
-            found = re.search(r"Deploy: ([0-9.]+) s, ([0-9]+) changed", output)
-            if found:
-                deploy_seconds[step] = f"{float(found.group(1)):.1f} s, {found.group(2)} changed"
+            summary = parse_summary_line(output)
+            if summary is not None:
+                deploy_seconds[step] = f"{summary[0]:.1f} s, {summary[1]} changed"
         if 0 < index < len(STEPS) - 1:
             figures[step] = elapsed
     figures["destroy"] = elapsed

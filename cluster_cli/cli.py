@@ -20,7 +20,7 @@ from cluster_cli.cluster import Cluster, load_cluster
 from cluster_cli.errors import ClusterCliError, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
-from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_table
+from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_line, summary_table
 from cluster_cli.smoke import CHECKS, SmokeSetupError, format_table, run_smoke, write_json, write_junit
 from cluster_cli.smoke_remote import run_remote_smoke, submit_host
 from cluster_cli.smoke_target import smoke_target
@@ -127,7 +127,7 @@ def _run_playbook(
             progress.close()
     except ClusterCliError as error:
         _fail(str(error))
-    console.print(summary_table(result, f"{title}: {result.duration_s:.1f} s, {result.changed} changed"))
+    console.print(summary_table(result, summary_line(title, result)))
     for failure in result.failures:
         what = "unreachable" if failure.unreachable else "failed"
         console.print(f"[red]{failure.host}: {what}: {failure.task}[/red]")

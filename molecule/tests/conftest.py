@@ -26,6 +26,7 @@ import pytest
 import testinfra
 
 from cluster_cli.cluster import Cluster, load_cluster
+from cluster_cli.progress import parse_summary_line
 from testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,7 +175,7 @@ def view(cluster: Cluster, hosts: dict[str, testinfra.host.Host], bed: Testbed,
 
 def changed_count(deploy_output: str) -> int:
     """cluster-cli deploy ends with "Deploy: <seconds> s, <n> changed"."""
-    match = re.search(r"Deploy: [0-9.]+ s, ([0-9]+) changed", deploy_output)
-    if match is None:
+    summary = parse_summary_line(deploy_output)
+    if summary is None:
         pytest.fail(f"no deploy summary in the output:\n{deploy_output[-2000:]}")
-    return int(match.group(1))
+    return summary[1]

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
 
 from cluster_cli import __version__
+from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
 from cluster_cli.model import Inventory
+from cluster_cli.progress import parse_summary_line, summary_line
 from cluster_cli.smoke import CHECKS
 
 
@@ -273,3 +275,11 @@ def test_smoke_without_an_inventory_is_a_usage_error(runner):
     result = runner.invoke(main, ["smoke"])
     assert result.exit_code == 2
     assert "Missing argument 'INVENTORY'" in result.output
+
+
+def test_the_run_summary_line_reads_back(tmp_path):
+    result = PlaybookResult(0, 46.21, tmp_path / "log", recap={"c1": {"changed": 2}, "c2": {"changed": 1}})
+    line = summary_line("Deploy", result)
+    assert line == "Deploy: 46.2 s, 3 changed"
+    assert parse_summary_line(f"PLAY ...\n{line}   \n┏━━┓") == (46.2, 3)
+    assert parse_summary_line("no summary here") is None
