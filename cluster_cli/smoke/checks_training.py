@@ -2,11 +2,17 @@
 
 Each job runs from its check directory (the sbatch scripts' submit directory), so a script's
 default result path ``<check>-<jobid>.json`` lands there.
+
+The verdict rests on the results the job wrote: rank 0 writes them after the last collective, so
+a complete result proves every rank did the work. A job that then ends badly anyway (a rank
+crashing in its teardown, srun cancelling the rest) is judged on its results and carries a
+warning with its log; only a job without complete results fails for how it ended.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +22,11 @@ from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.slurm import JobInfo, read_excerpt
 
 PREEMPT_HOLD_STEP = 5
+# launch.sh prints this when a launch failed after writing its complete result.
+TEARDOWN_WARNING = "teardown-warning:"
+# Slurm rejects a credential made in the same second it revoked the job's last one
+# (slurm_cred.c: ctime <= revoked), so a requeued job may start 2 s from now at the earliest.
+REQUEUE_START = "now+2"
 
 
 def _gpu_name(result: dict[str, Any] | None) -> str | None:
@@ -57,10 +68,36 @@ def submit(
 
 def _finish(result: CheckResult, job: str, output: Path) -> CheckResult:
     result.job_ids = [job]
-    if result.verdict is Verdict.FAIL and result.output_tail is None:
+    if (result.verdict is Verdict.FAIL or result.warnings) and result.output_tail is None:
         result.output_tail = read_excerpt(output)
     result.details.setdefault("output", str(output))
     return result
+
+
+def teardown_warnings(output: Path) -> list[str]:
+    """The launches that failed after writing their complete result, as launch.sh logged them."""
+    try:
+        text = output.read_text(errors="replace")
+    except OSError:
+        return []
+    marked = [line for line in text.splitlines() if line.startswith(TEARDOWN_WARNING)]
+    return [line.removeprefix(TEARDOWN_WARNING).strip() for line in marked]
+
+
+def _on_evidence(
+    check: str, info: JobInfo, output: Path, complete: bool, missing: str, judged: Callable[[], CheckResult]
+) -> CheckResult:
+    """Judge a finished job by its results (see the module docstring)."""
+    if not complete:
+        return job_failure(check, info, output, missing)
+    result = judged()
+    result.warnings.extend(teardown_warnings(output))
+    if info.state != "COMPLETED":
+        result.warnings.append(
+            f"job {info.job_id} ended {info.state} (exit {info.exit_code}) after its results were "
+            "complete: judged on the results; the log shows how it ended"
+        )
+    return _finish(result, info.job_id, output)
 
 
 def _run_simple(
@@ -75,10 +112,15 @@ def check_allreduce(ctx: CheckContext) -> CheckResult:
     """all_reduce over every node; busbw at the largest payload against the GPU type's floor."""
     if ctx.torch_problem:
         return CheckResult("allreduce", Verdict.FAIL, ctx.torch_problem)
-    job, _, output, info, result = _run_simple(ctx, "allreduce")
-    if info.state != "COMPLETED" or result is None:
-        return job_failure("allreduce", info, output, "no all_reduce result")
-    return _finish(judge.judge_allreduce(result, ctx.thresholds(_gpu_name(result))), job, output)
+    _, _, output, info, result = _run_simple(ctx, "allreduce")
+    return _on_evidence(
+        "allreduce",
+        info,
+        output,
+        result is not None,
+        "no all_reduce result",
+        lambda: judge.judge_allreduce(result or {}, ctx.thresholds(_gpu_name(result))),
+    )
 
 
 def check_ddp(ctx: CheckContext) -> CheckResult:
@@ -90,9 +132,14 @@ def check_ddp(ctx: CheckContext) -> CheckResult:
     info = ctx.session.wait(job, ctx.remaining())
     result = read_json(work / f"ddp-{job}.json")
     baseline = read_json(work / f"ddp-{job}-1rank.json")
-    if info.state != "COMPLETED" or result is None or (world > 1 and baseline is None):
-        return job_failure("ddp", info, output, "missing DDP result(s)")
-    return _finish(judge.judge_ddp(result, baseline, ctx.thresholds(_gpu_name(result))), job, output)
+    return _on_evidence(
+        "ddp",
+        info,
+        output,
+        result is not None and (world == 1 or baseline is not None),
+        "missing DDP result(s)",
+        lambda: judge.judge_ddp(result or {}, baseline, ctx.thresholds(_gpu_name(result))),
+    )
 
 
 def check_fsdp(ctx: CheckContext) -> CheckResult:
@@ -100,10 +147,10 @@ def check_fsdp(ctx: CheckContext) -> CheckResult:
     if ctx.torch_problem:
         return CheckResult("fsdp", Verdict.FAIL, ctx.torch_problem)
     checkpoint = ctx.run_dir / "fsdp" / "checkpoint"
-    job, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
-    if info.state != "COMPLETED" or result is None:
-        return job_failure("fsdp", info, output, "no FSDP result")
-    return _finish(judge.judge_fsdp(result), job, output)
+    _, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
+    return _on_evidence(
+        "fsdp", info, output, result is not None, "no FSDP result", lambda: judge.judge_fsdp(result or {})
+    )
 
 
 def check_preempt(ctx: CheckContext) -> CheckResult:
@@ -142,19 +189,26 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
             and info.state == "PENDING"
             and info.get("Reason") == "BeginTime"
         ):
-            # Slurm holds a requeued job for cred_expire (120 s by default); start it now.
-            done = ctx.session.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=30)
+            # Slurm holds a requeued job for cred_expire (120 s by default); start it sooner.
+            done = ctx.session.run(
+                ["scontrol", "update", f"JobId={job}", f"StartTime={REQUEUE_START}"], timeout=30
+            )
             expedited.append(done.returncode == 0)
 
     info = ctx.session.wait(job, ctx.remaining(), on_poll=watch)
     checkpoint_step = _checkpoint_step(output)
     train = read_json(run_dir / "train.json")
-    if info.state != "COMPLETED" and info.restarts >= 1:
-        return _finish(job_failure("preempt", info, output, "the resumed incarnation failed"), job, output)
     turnaround = resumed_at[0] - signal_time if resumed_at else None
-    result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround)
-    result.details["expedited_requeue"] = bool(expedited and expedited[0])
-    return _finish(result, job, output)
+
+    def judged() -> CheckResult:
+        result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround)
+        result.details["expedited_requeue"] = bool(expedited and expedited[0])
+        return result
+
+    if info.restarts < 1:  # never requeued: the judge says so, whatever the job's end
+        return _finish(judged(), job, output)
+    resumed = bool(train) and train.get("status") == "completed" and train.get("restart_count", 0) >= 1
+    return _on_evidence("preempt", info, output, resumed, "the resumed incarnation failed", judged)
 
 
 def _checkpoint_step(output: Path) -> int | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2  # 2: each check carries ``warnings``
 
 
 class Verdict(str, enum.Enum):
@@ -31,7 +31,9 @@ class CheckResult:
     judged against with ``comparison`` (``>=`` or ``<=``); both are None where the check has no
     numeric figure or no applicable bound. ``reason`` says why a check failed or was skipped (and
     what it saw when it passed); ``output_tail`` holds an excerpt of the job's output on failure
-    (head, torchrun's Root Cause block, tail: see slurm.excerpt).
+    or warning (head, torchrun's Root Cause block, tail: see slurm.excerpt). ``warnings`` are what
+    a platform engineer should know without it changing the verdict, e.g. a job that ended badly
+    after its results were complete (a crash in the ranks' teardown).
     """
 
     name: str
@@ -46,6 +48,7 @@ class CheckResult:
     job_ids: list[str] = field(default_factory=list)
     output_tail: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class CheckResult:
             "job_ids": list(self.job_ids),
             "output_tail": self.output_tail,
             "details": _jsonable(self.details),
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -79,6 +83,7 @@ class CheckResult:
             job_ids=list(data.get("job_ids", [])),
             output_tail=data.get("output_tail"),
             details=dict(data.get("details", {})),
+            warnings=list(data.get("warnings", [])),
         )
 
 
@@ -186,6 +191,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "job_ids",
                     "output_tail",
                     "details",
+                    "warnings",
                 ],
                 "additionalProperties": False,
                 "properties": {
@@ -201,6 +207,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "job_ids": {"type": "array", "items": {"type": "string"}},
                     "output_tail": {"type": ["string", "null"]},
                     "details": {"type": "object"},
+                    "warnings": {"type": "array", "items": {"type": "string"}},
                 },
             },
         },
@@ -256,6 +263,12 @@ def junit_xml(report: SmokeReport, suite_name: str = "cluster-smoke") -> str:
         out.text = _xml_safe(
             f"{format_figure(result)}  threshold: {format_threshold(result)}\n{result.reason}"
         )
+        if result.warnings:
+            err = ET.SubElement(case, "system-err")
+            err.text = _xml_safe(
+                "\n".join(f"warning: {warning}" for warning in result.warnings)
+                + (f"\n{result.output_tail}" if result.output_tail else "")
+            )
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -293,7 +306,7 @@ def format_table(report: SmokeReport, reasons: bool = True) -> str:
     """Plain-text table: check, verdict, figure, threshold, time; then why each fail/skip happened."""
     header = ("check", "verdict", "figure", "threshold", "time")
     rows = [
-        (r.name, r.verdict.value.upper(), format_figure(r), format_threshold(r), f"{r.duration_s:.1f}s")
+        (r.name, _verdict_cell(r), format_figure(r), format_threshold(r), f"{r.duration_s:.1f}s")
         for r in report.results
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -303,12 +316,19 @@ def format_table(report: SmokeReport, reasons: bool = True) -> str:
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     counts = report.counts
+    warned = sum(1 for result in report.results if result.warnings)
     lines.append(
         f"{'PASS' if report.ok else 'FAIL'}: {counts['pass']} passed, {counts['fail']} failed, "
         f"{counts['skip']} skipped in {report.duration_s:.1f}s"
+        + (f" ({warned} with warnings)" if warned else "")
     )
     if reasons:
         for result in report.results:
             if result.verdict is not Verdict.PASS and result.reason:
                 lines.append(f"{result.name} [{result.verdict.value}]: {result.reason}")
+            lines.extend(f"{result.name} [warning]: {warning}" for warning in result.warnings)
     return "\n".join(lines)
+
+
+def _verdict_cell(result: CheckResult) -> str:
+    return result.verdict.value.upper() + ("+WARN" if result.warnings else "")

@@ -118,3 +118,26 @@ def test_table_lists_every_check_with_figure_threshold_and_time():
     assert "FAIL: 2 passed, 1 failed, 1 skipped in 33.4s" in lines
     assert "sacct [skip]: accounting is off for this target" in lines
     assert not any(line.startswith("srun [") for line in lines)  # passes need no explanation
+
+
+def test_warnings_reach_the_table_the_json_and_the_junit(tmp_path):
+    warned = CheckResult(
+        "ddp",
+        Verdict.PASS,
+        "loss fell",
+        warnings=["job 22 ended FAILED (exit 143:0) after its results were complete"],
+        output_tail="terminate called without an active exception",
+    )
+    report = SmokeReport([warned], "2026-11-23T00:00:00Z", 1.0, {}, "/tmp/run")
+    table = format_table(report)
+    assert "PASS+WARN" in table and "(1 with warnings)" in table
+    assert "ddp [warning]: job 22 ended FAILED (exit 143:0)" in table
+    write_json(report, tmp_path / "report.json")
+    data = json.loads((tmp_path / "report.json").read_text())
+    jsonschema.validate(data, REPORT_SCHEMA)
+    assert data["checks"][0]["warnings"] == warned.warnings and data["verdict"] == "pass"
+    assert CheckResult.from_dict(data["checks"][0]).warnings == warned.warnings
+    case = ET.fromstring(junit_xml(report).split("\n", 1)[1]).find(".//testcase")
+    assert case is not None and case.find("failure") is None
+    err = case.findtext("system-err") or ""
+    assert "warning: job 22 ended FAILED" in err and "terminate called" in err
