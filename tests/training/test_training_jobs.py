@@ -194,3 +194,47 @@ def test_gpu_job_skips_with_a_reason_without_cuda(tmp_path):
     else:
         assert data["skipped"] is True
         assert "torch.cuda.is_available() is False" in data["reason"]
+
+
+FINALIZATION_ABORT = """
+import atexit
+import os
+
+import trainlib
+
+
+def main():
+    # Stands in for gloo's teardown race (trainlib.exit_without_finalization): anything that
+    # aborts while the interpreter finalizes, after the job's work and results are done.
+    atexit.register(os.abort)
+    print("result written", flush=True)
+    if os.environ.get("FAIL_IN_MAIN"):
+        raise RuntimeError("the job itself failed")
+
+
+trainlib.run(main)
+"""
+
+
+def _run_finalization_job(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "job.py"
+    script.write_text(FINALIZATION_ABORT)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TRAINING_DIR), **env},
+        timeout=JOB_TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_a_finished_job_exits_0_without_running_interpreter_finalization(tmp_path: Path) -> None:
+    done = _run_finalization_job(tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "result written" in done.stdout
+
+
+def test_a_job_whose_main_raises_still_fails(tmp_path: Path) -> None:
+    done = _run_finalization_job(tmp_path, FAIL_IN_MAIN="1")
+    assert done.returncode != 0 and "the job itself failed" in done.stderr
