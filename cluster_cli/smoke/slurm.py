@@ -256,7 +256,16 @@ class SlurmSession:
         interval = 0.2
         missing_since: float | None = None
         while True:
-            info = self.job_info(job_id)
+            try:
+                info = self.job_info(job_id)
+            except CheckTimeout as error:
+                # A controller slow to answer one poll on a loaded machine is no news about the
+                # job; only the check's own deadline ends the wait.
+                if time.monotonic() > deadline:
+                    self.cancel(job_id)
+                    message = f"job {job_id}: no answer within {timeout:.0f}s; cancelled it\n{error}"
+                    raise CheckTimeout(message) from None
+                continue
             if on_poll is not None:
                 on_poll(info)
             if until is not None and until(info):

@@ -7,7 +7,15 @@ import pytest
 from cluster_cli.smoke import CHECK_NAMES
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
-from cluster_cli.smoke.slurm import JobInfo, excerpt, parse_scontrol_record, read_excerpt, unusable_nodes
+from cluster_cli.smoke.slurm import (
+    CheckTimeout,
+    JobInfo,
+    SlurmSession,
+    excerpt,
+    parse_scontrol_record,
+    read_excerpt,
+    unusable_nodes,
+)
 
 # Shortened `scontrol show job -o` line of an array task (Slurm 22.05).
 LINE = (
@@ -175,3 +183,31 @@ def test_unusable_nodes_names_state_and_reason():
         "n7": "unknown to Slurm (not in sinfo)",
     }
     assert unusable_nodes(["n1", "n2", "n6"], states) == {}
+
+
+def test_a_poll_the_controller_is_slow_to_answer_does_not_end_the_wait(monkeypatch):
+    session = SlurmSession.__new__(SlurmSession)  # no Slurm needed: the polls are stood in for
+    answers = iter([CheckTimeout("scontrol show job did not finish within 30s"), "COMPLETED"])
+
+    def job_info(job_id: str) -> JobInfo:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return JobInfo(job_id, [{"JobState": answer}])
+
+    monkeypatch.setattr(session, "job_info", job_info)
+    assert session.wait("7", timeout=60).state == "COMPLETED"
+
+
+def test_past_the_deadline_an_unanswered_poll_cancels_the_job(monkeypatch):
+    session = SlurmSession.__new__(SlurmSession)
+    cancelled: list[str] = []
+
+    def job_info(job_id: str):
+        raise CheckTimeout("scontrol show job did not finish within 30s")
+
+    monkeypatch.setattr(session, "job_info", job_info)
+    monkeypatch.setattr(session, "cancel", lambda job_id: cancelled.append(job_id))
+    with pytest.raises(CheckTimeout, match="job 7: no answer within 0s; cancelled it"):
+        session.wait("7", timeout=0)
+    assert cancelled == ["7"]
