@@ -3,7 +3,9 @@ the reports validate, and a node taken down makes the right check fail with a us
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import subprocess
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -11,8 +13,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cluster_cli.smoke import REPORT_SCHEMA
-from deployed import DeployedCluster
+from cluster_cli.cluster import load_cluster
+from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
+from cluster_cli.smoke_target import smoke_target
+from deployed import REPO, DeployedCluster
 
 pytestmark = [pytest.mark.deploy, pytest.mark.smoke]
 
@@ -50,3 +54,45 @@ def test_node_down_fails_the_srun_check_with_the_node_named(deployed_cluster: De
         subprocess.run(["scontrol", "update", "NodeName=node3", "State=RESUME"], check=True, timeout=30)
     assert completed.returncode == 1, completed.stdout[-3000:]
     assert "node3" in completed.stdout, completed.stdout[-3000:]
+
+
+# The real all_reduce job, then one rank dies in its teardown (before: the results are not there).
+CRASH_AROUND_RESULT = """
+import os
+
+import allreduce_measured
+import trainlib
+
+
+def main():
+    if os.environ["RANK"] == "1" and os.environ.get("CRASH") == "before":
+        os.abort()
+    allreduce_measured.main()  # measures, rank 0 writes the complete result, the group is left
+    if os.environ["RANK"] == "1":
+        os.abort()
+
+
+trainlib.run(main)
+"""
+
+
+@pytest.mark.parametrize(("crash", "verdict"), [("after", "pass"), ("before", "fail")])
+def test_a_crash_after_complete_results_warns_and_before_them_fails(
+    deployed_cluster: DeployedCluster, tmp_path: Path, crash: str, verdict: str
+) -> None:
+    training = tmp_path / "training"
+    shutil.copytree(REPO / "training", training, ignore=shutil.ignore_patterns("__pycache__"))
+    (training / "allreduce.py").rename(training / "allreduce_measured.py")
+    (training / "allreduce.py").write_text(CRASH_AROUND_RESULT)
+    target = dataclasses.replace(
+        smoke_target(load_cluster(deployed_cluster.inventory)),
+        training_dir=training,
+        job_args=[f"--export=ALL,CRASH={crash}"],
+    )
+    result = run_smoke(target, only=["allreduce"]).result("allreduce")
+    assert result.verdict.value == verdict, f"{result.reason}\n{result.output_tail}"
+    if crash == "after":
+        assert any("allreduce.py exited" in text and "complete result" in text for text in result.warnings)
+        assert result.figure and result.output_tail and "Aborted" in result.output_tail
+    else:
+        assert result.warnings == [] and "no all_reduce result" in result.reason
