@@ -93,6 +93,6 @@ def test_a_crash_after_complete_results_warns_and_before_them_fails(
     assert result.verdict.value == verdict, f"{result.reason}\n{result.output_tail}"
     if crash == "after":
         assert any("allreduce.py exited" in text and "complete result" in text for text in result.warnings)
-        assert result.figure and result.output_tail and "Aborted" in result.output_tail
+        assert result.figure and result.output_tail and "SIGABRT" in result.output_tail
     else:
         assert result.warnings == [] and "no all_reduce result" in result.reason
