@@ -1,6 +1,7 @@
 """The `cluster-cli` command: lifecycle verbs over one inventory file.
 
-Exit codes: 0 success, 1 the operation failed, 2 bad usage or an invalid inventory.
+Exit codes (errors.ExitCode): 0 success, 1 the operation failed, 2 bad usage or an invalid
+inventory. Errors become messages and exit codes in one place, ``ClusterCliGroup.invoke``.
 """
 
 from __future__ import annotations
@@ -16,38 +17,50 @@ from cluster_cli import __version__
 from cluster_cli import deploy as deploy_steps
 from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult
 from cluster_cli.build import build_bundle, secrets_dir_for
-from cluster_cli.cluster import Cluster, load_cluster
-from cluster_cli.errors import ClusterCliError, InventoryError
+from cluster_cli.cluster import load_cluster
+from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
 from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_line, summary_table
-from cluster_cli.smoke import CHECKS, SmokeSetupError, format_table, run_smoke, write_json, write_junit
-from cluster_cli.smoke_remote import run_remote_smoke, submit_host
-from cluster_cli.smoke_target import smoke_target
+from cluster_cli.smoke import (
+    CHECKS,
+    SmokeSetupError,
+    UnknownCheckError,
+    format_table,
+    run_smoke,
+    write_json,
+    write_junit,
+)
+from cluster_cli.smoke.registry import select as select_checks
+from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
+from cluster_cli.smoke_control.target import smoke_target
 from cluster_cli.status import collect_status
 
-EXIT_FAILURE = 1
-EXIT_INVALID = 2
+# The smoke package is stdlib-only (it runs on submit hosts), so its errors are not
+# ClusterCliErrors; their exit codes are set here.
+SMOKE_EXIT_CODES: dict[type[Exception], ExitCode] = {
+    UnknownCheckError: ExitCode.INVALID,
+    SmokeSetupError: ExitCode.FAILURE,
+}
 
 inventory_argument = click.argument("inventory", type=click.Path(dir_okay=False, path_type=Path))
 
 
-def _load(inventory: Path) -> Cluster:
-    try:
-        return load_cluster(inventory)
-    except InventoryError as error:
-        count = len(error.problems)
-        click.echo(str(error), err=True)
-        click.echo(f"{inventory}: {count} problem{'s' if count != 1 else ''}; nothing was changed.", err=True)
-        raise SystemExit(EXIT_INVALID) from None
+class ClusterCliGroup(click.Group):
+    """The one place where errors become a message on stderr and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ClusterCliError as error:
+            click.echo(error.report(), err=True)
+            ctx.exit(error.exit_code)
+        except tuple(SMOKE_EXIT_CODES) as error:
+            click.echo(f"error: {error}", err=True)
+            ctx.exit(next(code for kind, code in SMOKE_EXIT_CODES.items() if isinstance(error, kind)))
 
 
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    raise SystemExit(EXIT_FAILURE)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ClusterCliGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cluster-cli")
 def main() -> None:
     """Provision a Slurm GPU cluster and its training stack from one inventory file."""
@@ -58,7 +71,7 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def validate(inventory: Path, quiet: bool) -> None:
     """Check an inventory; report every problem as file:line: field: message."""
-    cluster = _load(inventory)
+    cluster = load_cluster(inventory)
     if not quiet:
         groups = len(cluster.inventory.node_groups)
         gpus = sum(node.group.gpus.count for node in cluster.nodes if node.group.gpus)
@@ -80,12 +93,9 @@ def validate(inventory: Path, quiet: bool) -> None:
 )
 def render(inventory: Path, output: Path | None) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf and the Ansible inventory."""
-    cluster = _load(inventory)
+    cluster = load_cluster(inventory)
     target = output or default_build_dir(cluster.name)
-    try:
-        bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
-    except ClusterCliError as error:
-        _fail(str(error))
+    bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
     for item in bundle.files:
         note = " (0600, holds a secret)" if item.secret else ""
         click.echo(f"wrote {bundle.directory / item.path}{note}")
@@ -113,20 +123,18 @@ def _run_playbook(
     inventory: Path, playbook: str, title: str, build_dir: Path | None, options: PlaybookOptions,
     verbose: int, extra_vars: dict[str, object] | None = None,
 ) -> PlaybookResult:
-    cluster = _load(inventory)
+    cluster = load_cluster(inventory)
     console = Console(highlight=False)
+    prepared = deploy_steps.prepare(cluster, inventory, build_dir)
+    size = f"{len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes"
+    console.print(f"{title} cluster '{cluster.name}' ({size})")
+    console.print(f"rendered configuration: {prepared.bundle.directory}")
+    progress = PlaybookProgress(console, verbose=verbose > 0)
+    extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
     try:
-        prepared = deploy_steps.prepare(cluster, inventory, build_dir)
-        console.print(f"{title} cluster '{cluster.name}' ({len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes)")
-        console.print(f"rendered configuration: {prepared.bundle.directory}")
-        progress = PlaybookProgress(console, verbose=verbose > 0)
-        extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
-        try:
-            result = deploy_steps.run(prepared, playbook, options, progress, extra_files)
-        finally:
-            progress.close()
-    except ClusterCliError as error:
-        _fail(str(error))
+        result = deploy_steps.run(prepared, playbook, options, progress, extra_files)
+    finally:
+        progress.close()
     console.print(summary_table(result, summary_line(title, result)))
     for failure in result.failures:
         what = "unreachable" if failure.unreachable else "failed"
@@ -138,7 +146,7 @@ def _run_playbook(
             console.print(text, markup=False)
     console.print(f"full log: {result.log_path}")
     if not result.ok:
-        _fail(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
+        raise ClusterCliError(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
     return result
 
 
@@ -170,11 +178,7 @@ def teardown(inventory: Path, purge: bool, limit: str | None, verbose: int) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(inventory: Path, as_json: bool) -> None:
     """Controller, node states and accounting, as the cluster reports them (exit 1 if unhealthy)."""
-    cluster = _load(inventory)
-    try:
-        report = collect_status(cluster)
-    except ClusterCliError as error:
-        _fail(str(error))
+    report = collect_status(load_cluster(inventory))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
@@ -188,7 +192,7 @@ def status(inventory: Path, as_json: bool) -> None:
         verdict = "[green]healthy[/green]" if report.healthy else "[red]unhealthy[/red]"
         console.print(f"cluster is {verdict}")
     if not report.healthy:
-        raise SystemExit(EXIT_FAILURE)
+        raise SystemExit(ExitCode.FAILURE)
 
 
 @main.command()
@@ -219,19 +223,17 @@ def smoke(
         return
     if inventory is None:
         raise click.UsageError("Missing argument 'INVENTORY' (only --list runs without one).")
-    cluster = _load(inventory)
+    cluster = load_cluster(inventory)
     console = Console(highlight=False)
     names = [name.strip() for name in only.split(",") if name.strip()] if only else None
-    try:
-        target = smoke_target(cluster, partition, timeout_s)
-        host = submit_host(cluster, submit_host_name)
-        if host.connection == "local":
-            report = run_smoke(target, names, SmokeProgress(console))
-        else:
-            console.print(f"submitting from {host.name} ({host.address}) over SSH")
-            report = run_remote_smoke(host, target, names, SmokeProgress(console))
-    except (ClusterCliError, SmokeSetupError, ValueError) as error:
-        _fail(str(error))
+    select_checks(names)  # an unknown name is a usage error before anything runs, here or remote
+    target = smoke_target(cluster, partition, timeout_s)
+    host = submit_host(cluster, submit_host_name)
+    if host.connection == "local":
+        report = run_smoke(target, names, SmokeProgress(console))
+    else:
+        console.print(f"submitting from {host.name} ({host.address}) over SSH")
+        report = run_remote_smoke(host, target, names, SmokeProgress(console))
     console.print(format_table(report), markup=False)
     if json_path:
         write_json(report, json_path)
@@ -245,7 +247,7 @@ def smoke(
         f"in {report.duration_s:.0f} s (run directory {report.run_dir})"
     )
     if not report.ok:
-        raise SystemExit(EXIT_FAILURE)
+        raise SystemExit(ExitCode.FAILURE)
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import IntEnum
 
 Location = tuple[str | int, ...]
 
@@ -40,13 +41,40 @@ class Problem:
         return f"{self.file}:{self.line}: {self.field}: {self.message}"
 
 
-class InventoryError(Exception):
+class ExitCode(IntEnum):
+    """What `cluster-cli` returns, for scripts: 0 ok, 1 the operation failed, 2 bad input."""
+
+    OK = 0
+    FAILURE = 1
+    INVALID = 2
+
+
+class ClusterCliError(Exception):
+    """The root of the errors the CLI reports as a clear message; each kind has its exit code."""
+
+    exit_code = ExitCode.FAILURE
+
+    def report(self) -> str:
+        """What the user is told (stderr)."""
+        return f"error: {self}"
+
+
+class InventoryError(ClusterCliError):
     """An inventory that cannot be used; carries every problem found, in file order."""
+
+    exit_code = ExitCode.INVALID
 
     def __init__(self, problems: list[Problem]):
         self.problems = sorted(problems, key=lambda problem: (problem.file, problem.line, problem.field))
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
+    def report(self) -> str:
+        count = len(self.problems)
+        source = self.problems[0].file if self.problems else "inventory"
+        return f"{self}\n{source}: {count} problem{'s' if count != 1 else ''}; nothing was changed."
 
-class ClusterCliError(Exception):
-    """A failure the CLI reports as one clear message (exit code 1)."""
+
+class UsageError(ClusterCliError):
+    """A request the CLI cannot act on as given (an unknown check name, a missing argument)."""
+
+    exit_code = ExitCode.INVALID

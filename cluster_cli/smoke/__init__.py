@@ -11,6 +11,11 @@ Library API (no CLI code here)::
     write_json(report, "smoke.json"); write_junit(report, "smoke.xml")
 
 See docs/smoke.md for the checks, thresholds and the JSON schema.
+
+This package is the host side of the suite: ``cluster-cli smoke`` copies it to the submit host
+and runs ``python3 -m cluster_cli.smoke.agent`` there, with that host's Python. So it imports the
+standard library and itself only, never pydantic, click or the rest of cluster_cli (the control
+node's side is ``cluster_cli.smoke_control``).
 """
 
 from cluster_cli.smoke.registry import CHECK_NAMES, CHECKS
@@ -25,7 +30,7 @@ from cluster_cli.smoke.report import (
     write_junit,
 )
 from cluster_cli.smoke.runner import ProgressCallback, SmokeEvent, run_smoke
-from cluster_cli.smoke.slurm import SmokeSetupError
+from cluster_cli.smoke.errors import SmokeSetupError, UnknownCheckError
 from cluster_cli.smoke.target import SmokeTarget
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "SmokeReport",
     "SmokeSetupError",
     "SmokeTarget",
+    "UnknownCheckError",
     "Verdict",
     "format_table",
     "junit_xml",

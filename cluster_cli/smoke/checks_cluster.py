@@ -16,7 +16,9 @@ from typing import Any
 
 from cluster_cli.smoke.context import CheckContext, job_failure
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import CheckTimeout, JobInfo, stop_process_group, tail
+from cluster_cli.smoke.errors import CheckTimeout
+from cluster_cli.smoke.slurm import JobInfo, stop_process_group
+from cluster_cli.smoke.text import tail
 
 # Runs in every task of the binding check: which GPU device files this task may open.
 # errno EPERM/EACCES = denied by the devices cgroup; anything else (ENXIO for a fake device,

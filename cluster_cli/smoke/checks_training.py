@@ -19,7 +19,8 @@ from typing import Any
 from cluster_cli.smoke import judge
 from cluster_cli.smoke.context import CheckContext, job_failure, read_json
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import JobInfo, read_excerpt
+from cluster_cli.smoke.slurm import JobInfo
+from cluster_cli.smoke.text import read_excerpt
 
 PREEMPT_HOLD_STEP = 5
 # launch.sh prints this when a launch failed after writing its complete result.

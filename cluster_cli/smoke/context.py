@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.slurm import JobInfo, NodesUnusable, SlurmSession, read_excerpt
+from cluster_cli.smoke.errors import NodesUnusable
+from cluster_cli.smoke.slurm import JobInfo, SlurmSession
+from cluster_cli.smoke.text import read_excerpt
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.thresholds import Thresholds
 from cluster_cli.smoke.users import make_user_dir

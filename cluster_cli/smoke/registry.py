@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cluster_cli.smoke import checks_cluster, checks_training
 from cluster_cli.smoke.context import CheckContext
+from cluster_cli.smoke.errors import UnknownCheckError
 from cluster_cli.smoke.report import CheckResult
 
 
@@ -42,10 +43,10 @@ CHECK_NAMES: tuple[str, ...] = tuple(check.name for check in CHECKS)
 
 
 def select(only: list[str] | None) -> list[Check]:
-    """The checks to run, in suite order; unknown names raise ValueError listing the known ones."""
+    """The checks to run, in suite order; unknown names raise UnknownCheckError listing the known ones."""
     if not only:
         return list(CHECKS)
     unknown = sorted(set(only) - set(CHECK_NAMES))
     if unknown:
-        raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECK_NAMES)}")
+        raise UnknownCheckError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECK_NAMES)}")
     return [check for check in CHECKS if check.name in only]

@@ -16,15 +16,10 @@ from typing import Literal
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
 from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, write_json
-from cluster_cli.smoke.slurm import (
-    CheckTimeout,
-    NodesUnusable,
-    SlurmSession,
-    SmokeSetupError,
-    tail,
-    unusable_nodes,
-)
+from cluster_cli.smoke.errors import CheckTimeout, NodesUnusable, SmokeSetupError
+from cluster_cli.smoke.slurm import SlurmSession, unusable_nodes
 from cluster_cli.smoke.target import SmokeTarget
+from cluster_cli.smoke.text import tail
 from cluster_cli.smoke.users import ensure_user, make_user_dir
 
 TORCH_PROBE = "import torch; print(torch.__version__)"
@@ -49,7 +44,7 @@ def run_smoke(
 ) -> SmokeReport:
     """Run the smoke checks (all, or the names in ``only``) against ``target``.
 
-    Raises ValueError for unknown check names and SmokeSetupError when nothing can run (no
+    Raises UnknownCheckError for unknown check names and SmokeSetupError when nothing can run (no
     Slurm client, controller unreachable, no usable test user). Every check yields a result,
     even when it times out or breaks; the report is also written to <run_dir>/report.json.
     """

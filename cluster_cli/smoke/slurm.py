@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster_cli.smoke.errors import CheckTimeout, SmokeSetupError
+from cluster_cli.smoke.text import tail
+
 TERMINAL_STATES = frozenset(
     {
         "COMPLETED",
@@ -32,18 +35,6 @@ TERMINAL_STATES = frozenset(
     }
 )
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-class SmokeSetupError(RuntimeError):
-    """The suite cannot run at all (no Slurm client, no controller, no usable test user)."""
-
-
-class CheckTimeout(RuntimeError):
-    """A job or command outlived the check's time budget."""
-
-
-class NodesUnusable(RuntimeError):
-    """A check needs every target node and some cannot take jobs (down, drained, not responding)."""
 
 
 # Node states (sinfo %T) that accept new jobs; any flag suffix (`*` not responding, `~` powered
@@ -336,47 +327,3 @@ def stop_process_group(process: subprocess.Popen[str]) -> None:
             process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             continue
-
-
-def tail(text: str, lines: int = 30) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-HEAD_LINES = 12
-ROOT_CAUSE = "Root Cause (first observed failure):"
-
-
-def excerpt(text: str, lines: int = 40) -> str:
-    """What a reader needs from a failed job's output, in at most ~lines + 35 lines.
-
-    The tail alone is not enough for torchrun jobs: every agent prints its own ChildFailedError
-    traceback at the end, pushing the worker's real error (near the top) and torchrun's
-    "Root Cause" block (rank, host, exit code, the worker's traceback under @record) out of view.
-    So: the first lines, the first Root Cause block, then the tail, with gaps marked.
-    """
-    all_lines = text.rstrip().splitlines()
-    if len(all_lines) <= HEAD_LINES + lines:
-        return "\n".join(all_lines)
-    tail_start = len(all_lines) - lines
-    parts = [all_lines[:HEAD_LINES]]
-    cause = next((i for i, line in enumerate(all_lines) if ROOT_CAUSE in line), None)
-    if cause is not None and HEAD_LINES <= cause < tail_start:
-        block = all_lines[cause : cause + 30]
-        end = next((i for i, line in enumerate(block) if i and line.startswith("=====")), len(block) - 1)
-        parts.append(block[: end + 1])
-    parts.append(all_lines[tail_start:])
-    return "\n[...]\n".join("\n".join(part) for part in parts)
-
-
-def read_excerpt(path: Path, lines: int = 40) -> str:
-    """``excerpt`` of a job output file (its first 256 KiB and last 64 KiB)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(256 * 1024)
-            size = handle.seek(0, os.SEEK_END)
-            if size > len(head):
-                handle.seek(max(len(head), size - 64 * 1024))
-                head += b"\n[...]\n" + handle.read()
-    except OSError as error:
-        return f"(no output: {error.strerror}: {path})"
-    return excerpt(head.decode(errors="replace"), lines)

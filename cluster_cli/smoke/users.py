@@ -6,7 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from cluster_cli.smoke.slurm import SmokeSetupError, User
+from cluster_cli.smoke.errors import SmokeSetupError
+from cluster_cli.smoke.slurm import User
 
 
 def ensure_user(name: str, create: bool, uid: int | None = None, gid: int | None = None) -> tuple[User, bool]:

@@ -15,7 +15,7 @@ import pytest
 
 from cluster_cli.cluster import load_cluster
 from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
-from cluster_cli.smoke_target import smoke_target
+from cluster_cli.smoke_control.target import smoke_target
 from deployed import REPO, DeployedCluster
 
 pytestmark = [pytest.mark.deploy, pytest.mark.smoke]

@@ -16,9 +16,10 @@ from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
 from cluster_cli import __version__
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
+from cluster_cli.errors import ClusterCliError, ExitCode, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.progress import parse_summary_line, summary_line
-from cluster_cli.smoke import CHECKS
+from cluster_cli.smoke import CHECKS, SmokeSetupError, UnknownCheckError
 
 
 @pytest.fixture
@@ -275,6 +276,35 @@ def test_smoke_without_an_inventory_is_a_usage_error(runner):
     result = runner.invoke(main, ["smoke"])
     assert result.exit_code == 2
     assert "Missing argument 'INVENTORY'" in result.output
+
+
+def test_an_unknown_check_name_is_a_usage_error_before_anything_runs(runner, monkeypatch):
+    monkeypatch.setattr("cluster_cli.cli.smoke_target", lambda *args: pytest.fail("smoke went on"))
+    result = runner.invoke(main, ["smoke", str(SHIPPED_INVENTORIES["local"]), "--only", "srun,nope"])
+    assert result.exit_code == ExitCode.INVALID
+    assert result.stderr.startswith("error: unknown check(s) nope; known: srun, gpu-binding")
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "message"),
+    [
+        (ClusterCliError("build directory not writable"), ExitCode.FAILURE, "error: build directory"),
+        (SmokeSetupError("no Slurm client commands on PATH"), ExitCode.FAILURE, "error: no Slurm client"),
+        (UnknownCheckError("unknown check(s) x"), ExitCode.INVALID, "error: unknown check(s) x"),
+    ],
+)
+def test_errors_map_to_a_message_and_an_exit_code_in_one_place(runner, monkeypatch, error, code, message):
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr("cluster_cli.cli.collect_status", broken)
+    result = runner.invoke(main, ["status", str(SHIPPED_INVENTORIES["local"])])
+    assert result.exit_code == code
+    assert result.stderr.startswith(message) and "Traceback" not in result.output
+
+
+def test_an_inventory_error_is_a_cluster_cli_error_with_exit_2():
+    assert issubclass(InventoryError, ClusterCliError) and InventoryError.exit_code == ExitCode.INVALID == 2
 
 
 def test_the_run_summary_line_reads_back(tmp_path):

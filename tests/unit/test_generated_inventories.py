@@ -26,7 +26,8 @@ from inventory_mutants import ALWAYS_VALID, KINDS, SEED, Mutant, generate
 from cluster_cli import deploy as deploy_module
 from cluster_cli.ansible import runner as runner_module
 from cluster_cli.ansible.runner import PlaybookResult
-from cluster_cli.cli import EXIT_INVALID, main
+from cluster_cli.cli import main
+from cluster_cli.errors import ExitCode
 from cluster_cli.cluster import Cluster, load_cluster, load_cluster_text
 from cluster_cli.errors import InventoryError
 from cluster_cli.render import render_configs
@@ -315,8 +316,8 @@ def test_cli_validate_and_deploy_on_a_subset(tmp_path, monkeypatch):
                 if args[0] == "deploy" and len(launcher.calls) != before + 1:
                     wrong.append(f"{verb}: a valid inventory did not reach the (fake) launcher")
                 continue
-            if result.exit_code != EXIT_INVALID:
-                wrong.append(f"{verb}: exit {result.exit_code}, not {EXIT_INVALID}: {result.output[-500:]}")
+            if result.exit_code != ExitCode.INVALID:
+                wrong.append(f"{verb}: exit {result.exit_code}, not 2: {result.output[-500:]}")
             if result.stdout:
                 wrong.append(f"{verb}: wrote to stdout: {result.stdout[:200]!r}")
             lines = result.stderr.splitlines()

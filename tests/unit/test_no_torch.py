@@ -12,7 +12,7 @@ from cluster_cli.errors import InventoryError
 from cluster_cli.secrets_store import ensure_secrets
 from cluster_cli.smoke import CHECKS, Verdict, run_smoke
 from cluster_cli.smoke.slurm import User
-from cluster_cli.smoke_target import smoke_target
+from cluster_cli.smoke_control.target import smoke_target
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = (REPO / "inventories/local/inventory.yaml").read_text()

@@ -1,7 +1,7 @@
 """Entry point of a smoke run on a remote submit host (a login node or the controller).
 
 ``cluster-cli smoke`` copies this package and ``training/`` to the submit host and runs
-``python3 -m cluster_cli.smoke.remote TARGET.json [CHECK ...]`` there; only the standard
+``python3 -m cluster_cli.smoke.agent TARGET.json [CHECK ...]`` there; only the standard
 library is needed. Progress and the report come back as JSON lines on stdout:
 ``{"event": "start"|"finish", ...}``, then ``{"event": "report", "report": {...}}`` or
 ``{"event": "error", "message": "..."}``.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke.runner import SmokeEvent, run_smoke
-from cluster_cli.smoke.slurm import SmokeSetupError
+from cluster_cli.smoke.errors import SmokeSetupError, UnknownCheckError
 from cluster_cli.smoke.target import SmokeTarget
 
 EXIT_SETUP_ERROR = 3
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     target = target_from_dict(json.loads(target_file.read_text()), target_file.parent / "training")
     try:
         report = run_smoke(target, only, _progress)
-    except (SmokeSetupError, ValueError) as error:
+    except (SmokeSetupError, UnknownCheckError) as error:
         _emit({"event": "error", "message": str(error)})
         return EXIT_SETUP_ERROR
     _emit({"event": "report", "report": report.to_dict()})

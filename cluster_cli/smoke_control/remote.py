@@ -2,8 +2,8 @@
 
 The suite (``cluster_cli.smoke``, standard library only) and ``training/`` are copied as a
 tarball into a private temporary directory on the submit host, run there with the host's
-Python as ``python3 -m cluster_cli.smoke.remote``, and removed afterwards; progress and the
-report come back as JSON lines (see ``cluster_cli.smoke.remote``).
+Python as ``python3 -m cluster_cli.smoke.agent``, and removed afterwards; progress and the
+report come back as JSON lines (see ``cluster_cli.smoke.agent``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def run_remote_smoke(
         raise RemoteSmokeError(f"{host.name}: mktemp printed {workdir!r}")
     try:
         _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
-        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.remote",
+        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.agent",
                    f"{workdir}/target.json", *(only or [])]
         checks = len(only) if only else len(CHECKS)
         return _stream(host, command, progress, timeout=SETUP_SLACK_S + target.check_timeout_s * checks)
