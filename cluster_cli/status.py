@@ -10,8 +10,7 @@ from pathlib import Path
 from cluster_cli.ansible.runner import run_ad_hoc
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
-
-HEALTHY_NODE_STATES = {"idle", "allocated", "mixed", "completing"}
+from cluster_cli.smoke.node_states import is_usable
 
 
 @dataclass
@@ -36,7 +35,7 @@ class ClusterStatus:
 
     @property
     def healthy(self) -> bool:
-        nodes_ok = all(node.state in HEALTHY_NODE_STATES for node in self.nodes) and not self.missing_nodes
+        nodes_ok = all(is_usable(node.state) for node in self.nodes) and not self.missing_nodes
         accounting_ok = self.accounting_up is not False
         return self.controller_up and nodes_ok and accounting_ok
 
@@ -81,7 +80,8 @@ def collect_status(cluster: Cluster) -> ClusterStatus:
             for line in output.splitlines():
                 parts = line.split("|")
                 if len(parts) == 4:
-                    node = NodeStatus(parts[0], parts[1].rstrip("*~#!%$@^-").lower(), parts[2], parts[3])
+                    # The state keeps its flags: `idle*` (not responding) is not healthy.
+                    node = NodeStatus(parts[0], parts[1].lower(), parts[2], parts[3])
                     seen.setdefault(node.name, node)
         status.nodes = list(seen.values())
         status.missing_nodes = [node.name for node in cluster.nodes if node.name not in seen]

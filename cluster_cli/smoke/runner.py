@@ -17,7 +17,8 @@ from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
 from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, write_json
 from cluster_cli.smoke.errors import CheckTimeout, NodesUnusable, SmokeSetupError
-from cluster_cli.smoke.slurm import SlurmSession, unusable_nodes
+from cluster_cli.smoke.node_states import unusable_nodes
+from cluster_cli.smoke.slurm import SlurmSession
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.text import tail
 from cluster_cli.smoke.users import ensure_user, make_user_dir

@@ -37,25 +37,6 @@ TERMINAL_STATES = frozenset(
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-# Node states (sinfo %T) that accept new jobs; any flag suffix (`*` not responding, `~` powered
-# off, `#` powering up, `!` pending power down, `%` powering down, `$` maintenance reservation,
-# `@` pending reboot, `^` rebooting, `-` planned) means it cannot be counted on now.
-USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
-
-
-def unusable_nodes(nodes: Sequence[str], states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
-    """Target nodes that cannot take a job now, each with its state and Slurm's reason."""
-    unusable = {}
-    for node in nodes:
-        if node not in states:
-            unusable[node] = "unknown to Slurm (not in sinfo)"
-            continue
-        state, reason = states[node]
-        if state not in USABLE_NODE_STATES:
-            unusable[node] = state + (f" ({reason})" if reason and reason != "none" else "")
-    return unusable
-
-
 @dataclass(frozen=True)
 class User:
     name: str

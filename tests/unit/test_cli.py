@@ -19,6 +19,7 @@ from cluster_cli.cli import main
 from cluster_cli.errors import ClusterCliError, ExitCode, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.progress import parse_summary_line, summary_line
+from cluster_cli.status import ClusterStatus, NodeStatus
 from cluster_cli.smoke import CHECKS, SmokeSetupError, UnknownCheckError
 
 
@@ -313,3 +314,12 @@ def test_the_run_summary_line_reads_back(tmp_path):
     assert line == "Deploy: 46.2 s, 3 changed"
     assert parse_summary_line(f"PLAY ...\n{line}   \n┏━━┓") == (46.2, 3)
     assert parse_summary_line("no summary here") is None
+
+
+@pytest.mark.parametrize(
+    ("state", "healthy"),
+    [("idle", True), ("mixed", True), ("allocated", True), ("idle*", False), ("down*", False), ("drained", False)],
+)
+def test_status_counts_a_not_responding_node_as_unhealthy(state, healthy):
+    status = ClusterStatus("c", "ctl", True, "UP", nodes=[NodeStatus("node1", state, "none", "gpu:1")])
+    assert status.healthy is healthy
