@@ -72,9 +72,3 @@ class InventoryError(ClusterCliError):
         count = len(self.problems)
         source = self.problems[0].file if self.problems else "inventory"
         return f"{self}\n{source}: {count} problem{'s' if count != 1 else ''}; nothing was changed."
-
-
-class UsageError(ClusterCliError):
-    """A request the CLI cannot act on as given (an unknown check name, a missing argument)."""
-
-    exit_code = ExitCode.INVALID

@@ -59,9 +59,6 @@ class TestbedConfig:
     debian_mirror: str = rfs.DEFAULT_DEBIAN_MIRROR
     boot_timeout: float = 120.0
 
-    def resolved_run_dir(self) -> Path:
-        return self.run_dir if self.run_dir is not None else DEFAULT_RUN_ROOT / self.name
-
     def validate(self) -> None:
         if not NAME_RE.match(self.name):
             raise TestbedError(f"bad test bed name {self.name!r} (want {NAME_RE.pattern})")

@@ -106,13 +106,3 @@ def setup_host_link(
     run(in_ns(host_ns, ["ip", "link", "set", "eth0", "up"]))
     # forget any neighbour entry of a previous incarnation of this address
     run(in_ns(bridge_ns, ["ip", "neigh", "flush", "to", address]), check=False)
-
-
-def list_links(ns: str) -> list[str]:
-    cp = run(in_ns(ns, ["ip", "-o", "link", "show"]), check=False)
-    names = []
-    for line in cp.stdout.splitlines():
-        parts = line.split(":")
-        if len(parts) > 1:
-            names.append(parts[1].strip().split("@")[0])
-    return names

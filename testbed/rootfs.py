@@ -161,16 +161,6 @@ def _du(path: Path) -> int:
     return total
 
 
-def list_bases(cache_dir: Path) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for meta in sorted((cache_dir / "base").glob("*/meta.json")):
-        data = json.loads(meta.read_text())
-        data["key"] = meta.parent.name
-        data["path"] = str(meta.parent / "rootfs")
-        out.append(data)
-    return out
-
-
 # ---------------------------------------------------------------- host copies
 
 def make_host_root(base: Path, host_dir: Path, mode: str) -> Path:
