@@ -1,4 +1,4 @@
-"""Where cluster-cli keeps per-cluster state on the control node."""
+"""Where cluster-cli finds what it runs, and where it keeps per-cluster state on the control node."""
 
 from __future__ import annotations
 
@@ -18,3 +18,19 @@ def default_build_dir(cluster_name: str) -> Path:
 
 def default_secrets_dir(cluster_name: str) -> Path:
     return cluster_state_dir(cluster_name) / "secrets"
+
+
+PROJECT_DIR_VARIABLE = "CLUSTER_CLI_PROJECT_DIR"
+
+
+def project_root() -> Path | None:
+    """The directory with ansible.cfg, playbooks/, roles/ and training/: ``$CLUSTER_CLI_PROJECT_DIR``,
+    else the source checkout this package runs from, else the copy an installed wheel carries
+    (``cluster_cli/share``, see setup.py). None when none of them has playbooks/site.yml."""
+    package = Path(__file__).resolve().parent
+    configured = os.environ.get(PROJECT_DIR_VARIABLE)
+    candidates = [Path(configured)] if configured else [package.parent, package / "share"]
+    for candidate in candidates:
+        if (candidate / "playbooks" / "site.yml").is_file() and (candidate / "roles").is_dir():
+            return candidate
+    return None

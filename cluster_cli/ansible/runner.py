@@ -19,22 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.errors import ClusterCliError
+from cluster_cli.paths import PROJECT_DIR_VARIABLE, project_root
 
 PLUGIN_DIR = Path(__file__).parent / "callback_plugins"
 
 
 def project_dir() -> Path:
-    """The directory holding playbooks/ and roles/ (the source checkout, or $CLUSTER_CLI_PROJECT_DIR)."""
-    configured = os.environ.get("CLUSTER_CLI_PROJECT_DIR")
-    candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[2])
-    for candidate in candidates:
-        if (candidate / "playbooks" / "site.yml").is_file() and (candidate / "roles").is_dir():
-            return candidate
-    raise ClusterCliError(
-        "cannot find playbooks/site.yml and roles/: install cluster-cli from its source checkout "
-        "(pip install -e .) or set CLUSTER_CLI_PROJECT_DIR"
-    )
+    """The directory holding ansible.cfg, playbooks/ and roles/ (see paths.project_root)."""
+    root = project_root()
+    if root is None:
+        raise ClusterCliError(
+            f"cannot find playbooks/site.yml and roles/ (looked in ${PROJECT_DIR_VARIABLE}, the source "
+            "checkout and the installed package): reinstall cluster-cli or set that variable"
+        )
+    return root
 
 
 @dataclass(frozen=True)

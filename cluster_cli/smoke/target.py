@@ -8,8 +8,19 @@ from typing import Any
 
 from cluster_cli.smoke import thresholds as _thresholds
 
-# The repository's training/ directory (scripts + sbatch files the training checks submit).
-DEFAULT_TRAINING_DIR = Path(__file__).resolve().parents[2] / "training"
+
+
+def _default_training_dir() -> Path:
+    """training/ (the scripts and sbatch files the training checks submit): the source checkout's,
+    else the copy an installed wheel carries in cluster_cli/share (see setup.py)."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package.parent / "training", package / "share" / "training"):
+        if (candidate / "launch.sh").is_file():
+            return candidate
+    return package.parent / "training"
+
+
+DEFAULT_TRAINING_DIR = _default_training_dir()
 
 
 @dataclass

@@ -1,0 +1,68 @@
+"""A wheel built from this tree carries what cluster-cli runs, and works installed outside it.
+
+Built without build isolation from the environment's own setuptools (no network), installed with
+``pip install --no-deps --target`` into a temporary directory that comes first on PYTHONPATH, and
+run from a directory that is not the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(REPO)], cwd=work)
+    wheel = next((work / "dist").glob("cluster_cli-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "training/launch.sh"):
+        assert f"cluster_cli/share/{shipped}" in names, f"the wheel lacks {shipped}"
+    run([*pip, "install", "--no-deps", "--target", str(work / "site"), str(wheel)], cwd=work)
+    return work
+
+
+def outside(installed: Path, *code_or_args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(installed / "site"), "XDG_STATE_HOME": str(installed / "state")}
+    env.pop("CLUSTER_CLI_PROJECT_DIR", None)
+    return run([sys.executable, *code_or_args], cwd=installed, env=env)
+
+
+def test_the_installed_package_finds_its_playbooks_roles_and_training_jobs(installed: Path) -> None:
+    done = outside(
+        installed,
+        "-c",
+        "import cluster_cli; from cluster_cli.ansible.runner import project_dir;"
+        "from cluster_cli.smoke.target import DEFAULT_TRAINING_DIR;"
+        "print(cluster_cli.__file__); print(project_dir()); print(DEFAULT_TRAINING_DIR)",
+    )
+    package, project, training = done.stdout.split()
+    site = installed / "site" / "cluster_cli"
+    assert Path(package) == site / "__init__.py", "the checkout shadowed the installed package"
+    assert Path(project) == site / "share" and Path(training) == site / "share" / "training"
+
+
+def test_the_installed_cli_renders_and_its_playbook_passes_ansibles_syntax_check(installed: Path) -> None:
+    inventory = REPO / "inventories" / "local" / "inventory.yaml"
+    build = installed / "build"
+    outside(installed, "-m", "cluster_cli", "render", str(inventory), "-o", str(build))
+    share = installed / "site" / "cluster_cli" / "share"
+    env = {**os.environ, "ANSIBLE_CONFIG": str(share / "ansible.cfg")}
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    run([str(playbook), "--syntax-check", "-i", str(build / "ansible" / "inventory.yml"),
+         str(share / "playbooks" / "site.yml")], cwd=installed, env=env)
