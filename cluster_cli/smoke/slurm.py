@@ -103,23 +103,34 @@ def parse_scontrol_record(line: str) -> dict[str, str]:
     return {key: value for key, value in _PAIR.findall(line.strip())}
 
 
-class SlurmSession:
-    """Runs client commands as ``user`` with a clean environment."""
+def client_environment(user: User, slurm_conf: Path | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """A clean environment for the Slurm client commands as ``user`` (nothing of the caller's)."""
+    path = STANDARD_PATH
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise SmokeSetupError("the Slurm client commands (sbatch, srun, scontrol) are not on PATH")
+    if str(Path(sbatch).parent) not in path.split(":"):
+        path = f"{Path(sbatch).parent}:{path}"
+    env = {
+        "PATH": path,
+        "HOME": user.home if os.path.isdir(user.home) else "/tmp",
+        "USER": user.name,
+        "LOGNAME": user.name,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    if slurm_conf is not None:
+        env["SLURM_CONF"] = str(slurm_conf)
+    env.update(extra or {})
+    return env
 
-    def __init__(
-        self,
-        user: User,
-        slurm_conf: Path | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        job_args: Sequence[str] = (),
-        partition: str | None = None,
-        accounting: bool = False,
-    ) -> None:
+
+class UserProcesses:
+    """Runs commands as ``user`` (switching to it when running as root), each in its own session."""
+
+    def __init__(self, user: User, env: dict[str, str]) -> None:
         self.user = user
-        self.slurm_conf = slurm_conf
-        # Options for every sbatch/srun/salloc: the partition and the target's extras.
-        self.job_args = list(job_args) + ([f"--partition={partition}"] if partition else [])
-        self.accounting = accounting
+        self.env = env
         # Where commands run (and so the jobs' working directory): the run directory once known,
         # never the caller's own directory, which the test user may not be able to enter.
         self.cwd: Path | None = None
@@ -128,25 +139,6 @@ class SlurmSession:
             raise SmokeSetupError(
                 f"running as uid {os.geteuid()}: run the smoke suite as root or as the test user {user.name!r}"
             )
-        path = STANDARD_PATH
-        sbatch = shutil.which("sbatch")
-        if sbatch is None:
-            raise SmokeSetupError("the Slurm client commands (sbatch, srun, scontrol) are not on PATH")
-        if str(Path(sbatch).parent) not in path.split(":"):
-            path = f"{Path(sbatch).parent}:{path}"
-        self.env = {
-            "PATH": path,
-            "HOME": user.home if os.path.isdir(user.home) else "/tmp",
-            "USER": user.name,
-            "LOGNAME": user.name,
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-        }
-        if slurm_conf is not None:
-            self.env["SLURM_CONF"] = str(slurm_conf)
-        self.env.update(extra_env or {})
-
-    # ------------------------------------------------------------------ processes
 
     def popen_kwargs(self) -> dict[str, object]:
         kwargs: dict[str, object] = {"env": dict(self.env), "start_new_session": True}
@@ -186,7 +178,24 @@ class SlurmSession:
             ) from None
         return Completed(list(argv), process.returncode, stdout, stderr, time.monotonic() - start)
 
-    # ------------------------------------------------------------------ jobs
+
+class SlurmSession(UserProcesses):
+    """The Slurm client commands as the test user: submit, poll, cancel, node states, config."""
+
+    def __init__(
+        self,
+        user: User,
+        slurm_conf: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        job_args: Sequence[str] = (),
+        partition: str | None = None,
+        accounting: bool = False,
+    ) -> None:
+        super().__init__(user, client_environment(user, slurm_conf, extra_env))
+        self.slurm_conf = slurm_conf
+        # Options for every sbatch/srun/salloc: the partition and the target's extras.
+        self.job_args = list(job_args) + ([f"--partition={partition}"] if partition else [])
+        self.accounting = accounting
 
     def sbatch(
         self, args: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 30
