@@ -103,7 +103,9 @@ def parse_scontrol_record(line: str) -> dict[str, str]:
     return {key: value for key, value in _PAIR.findall(line.strip())}
 
 
-def client_environment(user: User, slurm_conf: Path | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+def client_environment(
+    user: User, slurm_conf: Path | None, extra: Mapping[str, str] | None
+) -> dict[str, str]:
     """A clean environment for the Slurm client commands as ``user`` (nothing of the caller's)."""
     path = STANDARD_PATH
     sbatch = shutil.which("sbatch")
