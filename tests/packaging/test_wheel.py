@@ -8,6 +8,7 @@ run from a directory that is not the checkout.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -27,8 +28,19 @@ def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
+    source = work / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False).stdout
+    files = [name for name in tracked.decode().split("\0") if name] or None
+    if files is None:  # not a git checkout: everything but the usual clutter
+        shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "__pycache__"))
+    else:
+        for name in files:
+            if (REPO / name).is_file():
+                (source / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(REPO)], cwd=work)
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(source)], cwd=work)
     wheel = next((work / "dist").glob("cluster_cli-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "training/launch.sh"):
