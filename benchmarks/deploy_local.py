@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster_cli.markdown import replace_section
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools
+from devtools.markdown import replace_section  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"

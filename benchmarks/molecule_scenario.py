@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # deploy_local, devtools
 from deploy_local import machine  # noqa: E402
 
-from cluster_cli.markdown import replace_section  # noqa: E402
-from cluster_cli.progress import parse_summary_line  # noqa: E402
+from devtools.deploy_summary import parse_summary_line  # noqa: E402
+from devtools.markdown import replace_section  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"

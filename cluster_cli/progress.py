@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console
@@ -55,14 +54,8 @@ class PlaybookProgress:
 
 
 def summary_line(verb: str, result: PlaybookResult) -> str:
-    """The run's closing line, "Deploy: <seconds> s, <n> changed" (parse_summary_line reads it back)."""
+    """The run's closing line, "Deploy: <seconds> s, <n> changed" (devtools.deploy_summary reads it back)."""
     return f"{verb}: {result.duration_s:.1f} s, {result.changed} changed"
-
-
-def parse_summary_line(output: str, verb: str = "Deploy") -> tuple[float, int] | None:
-    """(seconds, changed) from cluster-cli's output, None when it has no summary line."""
-    found = re.search(rf"{re.escape(verb)}: ([0-9.]+) s, ([0-9]+) changed", output)
-    return (float(found.group(1)), int(found.group(2))) if found else None
 
 
 def summary_table(result: PlaybookResult, title: str) -> Table:

@@ -26,7 +26,7 @@ import pytest
 import testinfra
 
 from cluster_cli.cluster import Cluster, load_cluster
-from cluster_cli.progress import parse_summary_line
+from devtools.deploy_summary import parse_summary_line
 from testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]

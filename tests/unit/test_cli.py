@@ -18,7 +18,8 @@ from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
 from cluster_cli.errors import ClusterCliError, ExitCode, InventoryError
 from cluster_cli.model import Inventory
-from cluster_cli.progress import parse_summary_line, summary_line
+from cluster_cli.progress import summary_line
+from devtools.deploy_summary import parse_summary_line
 from cluster_cli.status import ClusterStatus, NodeStatus
 from cluster_cli.smoke import CHECKS, SmokeSetupError, UnknownCheckError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_cli.markdown import replace_section
+from devtools.markdown import replace_section
 
 DOC = "# Title\n\nintro\n\n## A\n\nold a\n\n### A1\n\nold a1\n\n## B\n\nb\n"
 

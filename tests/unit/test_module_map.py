@@ -87,3 +87,10 @@ def test_the_smoke_package_imports_nothing_of_cluster_cli_outside_itself() -> No
     for path in (PACKAGE / "smoke").glob("*.py"):
         outside = {name for name in imported_modules(path) if not name.startswith("smoke")}
         assert not outside, f"{path.name} imports {outside}: the smoke package runs on hosts without them"
+
+
+def test_every_row_of_the_map_names_a_module_that_exists() -> None:
+    for row in module_map():
+        base = row.removesuffix("/*")
+        exists = (PACKAGE / f"{base}.py").is_file() or (PACKAGE / base / "__init__.py").is_file()
+        assert exists, f"docs/architecture.md's module map names cluster_cli/{row}, which does not exist"
