@@ -206,3 +206,11 @@ def test_past_the_deadline_an_unanswered_poll_cancels_the_job(monkeypatch):
     with pytest.raises(CheckTimeout, match="job 7: no answer within 0s; cancelled it"):
         session.wait("7", timeout=0)
     assert cancelled == ["7"]
+
+
+def test_kill_on_bad_exit_times_the_step_from_the_bad_tasks_exit_not_from_srun_start():
+    from cluster_cli.smoke.checks_cluster import step_end_after_bad_exit
+
+    output = "srun: job 9 queued and waiting for resources\nbad-exit-at 1000.25\nsrun: error: task 1: Exited 3"
+    assert step_end_after_bad_exit(output, ended_at=1001.5, seconds=45.0) == pytest.approx(1.25)
+    assert step_end_after_bad_exit("no mark", ended_at=1001.5, seconds=45.0) == 45.0  # says so: whole run
