@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -96,3 +97,29 @@ def test_a_crash_after_complete_results_warns_and_before_them_fails(
         assert result.figure and result.output_tail and "SIGABRT" in result.output_tail
     else:
         assert result.warnings == [] and "no all_reduce result" in result.reason
+
+
+def _srun_exit(*args: str) -> tuple[int, str]:
+    done = subprocess.run(["srun", *args, "true"], capture_output=True, text=True, timeout=60, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_gpu_over_request_probe_tells_impossible_from_busy(deployed_cluster: DeployedCluster) -> None:
+    # gpu-binding's over-request must be refused because it can never run, not because the nodes
+    # are busy: `srun --test-only` says which; `--immediate` (used before) fails in both cases.
+    hold = subprocess.run(
+        ["sbatch", "--parsable", "--nodes=3", "--exclusive", "--job-name=hold", "--wrap", "sleep 120"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", hold, "-o", "%T"], capture_output=True,
+                                              text=True, timeout=30, check=False).stdout:
+            assert time.monotonic() < deadline, "the holding job never started"
+            time.sleep(0.5)
+        assert _srun_exit("--nodes=1", "--ntasks=1", "--gpus-per-task=1", "--test-only")[0] == 0  # busy, possible
+        code, output = _srun_exit("--nodes=1", "--ntasks=2", "--gpus-per-task=1", "--test-only")
+        assert code != 0 and "configuration is not available" in output, output  # impossible
+        assert _srun_exit("--nodes=1", "--ntasks=1", "--gpus-per-task=1", "--immediate=3")[0] != 0  # busy
+    finally:
+        subprocess.run(["scancel", hold], timeout=30, check=False)
