@@ -21,13 +21,13 @@ from . import network as net
 from . import rootfs as rfs
 from . import ssh as sshmod
 from .proc import TestbedError, Timer, run, same_process
+from .state import STATE_VERSION, bridge_ns_name, host_ns_name, shared_dir
 
 log = logging.getLogger("testbed")
 
 DEFAULT_CACHE_DIR = Path(os.environ.get("CLUSTER_TESTBED_CACHE", "/var/cache/cluster-testbed"))
 DEFAULT_RUN_ROOT = Path(os.environ.get("CLUSTER_TESTBED_RUNS", "/var/lib/cluster-testbed"))
 DEFAULT_SUBNET = "10.213.47.0/24"
-STATE_VERSION = 1
 APT_SOURCES = ("mirror", "none")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,20}$")
 HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
@@ -85,19 +85,6 @@ class TestbedConfig:
             raise TestbedError("a shared directory is given twice")
         if self.mirror is not None and not (self.mirror / "Packages").exists():
             raise TestbedError(f"{self.mirror} is not a test bed mirror (no Packages index)")
-
-
-def bridge_ns_name(name: str) -> str:
-    return f"cltb-{name}-br"
-
-
-def host_ns_name(name: str, host: str) -> str:
-    return f"cltb-{name}-{host}"
-
-
-def shared_dir(run_dir: Path, dst: str) -> Path:
-    """Where the shared directory mounted at ``dst`` in the hosts lives on the control node."""
-    return run_dir / "shared" / (dst.strip("/").replace("/", "_") or "root")
 
 
 def _binds_rw(h: dict[str, Any]) -> list[tuple[Path, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -12,11 +13,12 @@ import pytest
 from testbed import TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
 from testbed.core import shared_dir
-from testbed.host import nspawn_argv
+from testbed.host import Running, nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
 from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
+from testbed.state import HostState
 
 PKG = Path(__file__).resolve().parents[2] / "testbed"
 
@@ -88,6 +90,80 @@ def test_shared_dirs_are_read_write_binds_of_the_listed_hosts_only() -> None:
     assert parse_shared("/srv/state=ctl1,ctl2") == ("/srv/state", ["ctl1", "ctl2"])
     with pytest.raises(TestbedError, match="no host names"):
         parse_shared("/srv/state=")
+
+
+# one host as state.json records it (the format readers of running beds rely on)
+SAMPLE_HOST = {
+    "name": "h2",
+    "index": 1,
+    "address": "10.213.47.12",
+    "mac": "02:5e:3a:91:0c:7d",
+    "netns": "cltb-tb-h2",
+    "machine": "cltb-tb-h2",
+    "cgroups": ["/sys/fs/cgroup/memory/cluster-testbed/tb/h2",
+                "/sys/fs/cgroup/freezer/cluster-testbed/tb/h2"],
+    "dir": "/var/lib/cluster-testbed/tb/hosts/h2",
+    "root": "/var/lib/cluster-testbed/tb/hosts/h2/rootfs",
+    "console_log": "/var/lib/cluster-testbed/tb/logs/h2.console.log",
+    "binds_rw": [["/var/lib/cluster-testbed/tb/shared/srv_shared", "/srv/shared"]],
+    "running": {"nspawn_pid": 4242, "nspawn_start": 987654, "leader_pid": 4250,
+                "leader_start": 987700},
+}
+
+
+@pytest.mark.parametrize("running", [SAMPLE_HOST["running"], None])
+def test_host_state_json_round_trip_keeps_keys_order_and_values(running: object) -> None:
+    sample = {**SAMPLE_HOST, "running": running}
+    host = HostState.from_json(json.loads(json.dumps(sample)))
+    assert host.to_json() == sample
+    assert list(host.to_json()) == list(sample)
+    assert json.dumps(host.to_json(), indent=2) == json.dumps(sample, indent=2)
+
+
+def test_host_state_fields_are_typed() -> None:
+    host = HostState.from_json(SAMPLE_HOST)
+    assert host.host_dir == Path("/var/lib/cluster-testbed/tb/hosts/h2")
+    assert host.root == host.host_dir / "rootfs"
+    assert host.console_log == Path("/var/lib/cluster-testbed/tb/logs/h2.console.log")
+    assert host.cgroups[1] == Path("/sys/fs/cgroup/freezer/cluster-testbed/tb/h2")
+    assert host.binds_rw == [(Path("/var/lib/cluster-testbed/tb/shared/srv_shared"), "/srv/shared")]
+    assert host.running == Running(nspawn_pid=4242, nspawn_start=987654, leader_pid=4250,
+                                   leader_start=987700)
+
+
+def test_host_state_reads_a_state_from_before_shared_directories() -> None:
+    old = {k: v for k, v in SAMPLE_HOST.items() if k != "binds_rw"}
+    host = HostState.from_json(old)
+    assert host.binds_rw == []
+    assert host.to_json() == {**SAMPLE_HOST, "binds_rw": []}
+
+
+def test_planned_host_state_is_the_entry_up_always_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    def host_cgroups(bed: str, host: str) -> list[Path]:
+        return [Path(f"/sys/fs/cgroup/{c}/cluster-testbed/{bed}/{host}") for c in ("memory", "freezer")]
+
+    monkeypatch.setattr("testbed.cgroups.host_cgroups", host_cgroups)
+    run_dir = Path("/var/lib/cluster-testbed/tb")
+    shared: list[tuple[str, list[str] | None]] = [("/srv/shared", None), ("/srv/h1-only", ["h1"])]
+    planned = HostState.planned("tb", "h2", 1, "10.213.47.12", run_dir, shared).to_json()
+    # the entry as up wrote it before HostState existed
+    assert planned == {
+        "name": "h2",
+        "index": 1,
+        "address": "10.213.47.12",
+        "mac": fixed_mac("tb", "h2"),
+        "netns": "cltb-tb-h2",
+        "machine": "cltb-tb-h2",
+        "cgroups": [str(c) for c in host_cgroups("tb", "h2")],
+        "dir": str(run_dir / "hosts" / "h2"),
+        "root": str(run_dir / "hosts" / "h2" / "rootfs"),
+        "console_log": str(run_dir / "logs" / "h2.console.log"),
+        "binds_rw": [[str(shared_dir(run_dir, dst)), dst] for dst, hosts in shared
+                     if hosts is None or "h2" in hosts],
+        "running": None,
+    }
+    assert planned["binds_rw"] == [["/var/lib/cluster-testbed/tb/shared/srv_shared", "/srv/shared"]]
+    assert list(planned) == list(SAMPLE_HOST)
 
 
 def test_ssh_argv_and_inventory_carry_the_proxy(tmp_path: Path) -> None:
