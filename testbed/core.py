@@ -11,7 +11,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from . import host as hostmod
 from . import network as net
 from . import rootfs as rfs
 from . import ssh as sshmod
-from .proc import TestbedError, Timer, run, same_process
-from .state import STATE_VERSION, bridge_ns_name, host_ns_name, shared_dir
+from .proc import TestbedError, Timer, run
+from .state import STATE_VERSION, HostState, bridge_ns_name, host_ns_name, shared_dir
 
 log = logging.getLogger("testbed")
 
@@ -87,10 +87,6 @@ class TestbedConfig:
             raise TestbedError(f"{self.mirror} is not a test bed mirror (no Packages index)")
 
 
-def _binds_rw(h: dict[str, Any]) -> list[tuple[Path, str]]:
-    return [(Path(src), dst) for src, dst in h.get("binds_rw", [])]
-
-
 def check_prerequisites() -> None:
     if os.geteuid() != 0:
         raise TestbedError("the test bed needs root (namespaces, mounts, nspawn)")
@@ -112,19 +108,26 @@ class Testbed:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.state_file = run_dir / "state.json"
+        # state.json's document, its "hosts" read into HostState
         self.state: dict[str, Any] = {}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
+            self.state["hosts"] = [HostState.from_json(h) for h in self.state.get("hosts", [])]
 
     # ------------------------------------------------------------ helpers
     @classmethod
     def for_name(cls, name: str = "tb", run_dir: Path | None = None) -> Testbed:
         return cls(run_dir if run_dir is not None else DEFAULT_RUN_ROOT / name)
 
+    def state_json(self) -> dict[str, Any]:
+        """The state as state.json holds it."""
+        return {key: [h.to_json() for h in value] if key == "hosts" else value
+                for key, value in self.state.items()}
+
     def _save(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=2, default=str) + "\n")
+        tmp.write_text(json.dumps(self.state_json(), indent=2, default=str) + "\n")
         tmp.replace(self.state_file)
 
     @contextmanager
@@ -138,24 +141,19 @@ class Testbed:
             yield
 
     @property
-    def hosts(self) -> list[dict[str, Any]]:
+    def hosts(self) -> list[HostState]:
         return list(self.state.get("hosts", []))
 
-    def host(self, name: str) -> dict[str, Any]:
+    def host(self, name: str) -> HostState:
         for h in self.hosts:
-            if h["name"] == name:
+            if h.name == name:
                 return h
         raise TestbedError(f"no host {name!r} in {self.run_dir} (hosts: "
-                           + ", ".join(h["name"] for h in self.hosts) + ")")
-
-    @staticmethod
-    def _running(h: dict[str, Any]) -> hostmod.Running | None:
-        r = h.get("running")
-        return hostmod.Running(**r) if r else None
+                           + ", ".join(h.name for h in self.hosts) + ")")
 
     def is_alive(self, name: str) -> bool:
-        r = self._running(self.host(name))
-        return r is not None and same_process(r.leader_pid, r.leader_start)
+        r = self.host(name).running
+        return r is not None and r.leader_alive()
 
     # ------------------------------------------------------------ up
     def up(self, cfg: TestbedConfig) -> dict[str, Any]:
@@ -163,7 +161,7 @@ class Testbed:
         cfg.validate()
         check_prerequisites()
         with self._lock():
-            if any(self.is_alive(h["name"]) for h in self.hosts):
+            if any(self.is_alive(h.name) for h in self.hosts):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
                 self._down_locked()  # leftovers of a crashed run
@@ -200,24 +198,8 @@ class Testbed:
             "mirror": str(cfg.mirror) if cfg.mirror else None,
             "apt_sources": cfg.apt_sources,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "hosts": [
-                {
-                    "name": h,
-                    "index": i,
-                    "address": addrs[i],
-                    "mac": net.fixed_mac(cfg.name, h),
-                    "netns": host_ns_name(cfg.name, h),
-                    "machine": host_ns_name(cfg.name, h),
-                    "cgroups": [str(c) for c in cgroups.host_cgroups(cfg.name, h)],
-                    "dir": str(run_dir / "hosts" / h),
-                    "root": str(run_dir / "hosts" / h / "rootfs"),
-                    "console_log": str(run_dir / "logs" / f"{h}.console.log"),
-                    "binds_rw": [[str(shared_dir(run_dir, dst)), dst] for dst, hosts in cfg.shared
-                                 if hosts is None or h in hosts],
-                    "running": None,
-                }
-                for i, h in enumerate(cfg.hosts)
-            ],
+            "hosts": [HostState.planned(cfg.name, h, i, addrs[i], run_dir, cfg.shared)
+                      for i, h in enumerate(cfg.hosts)],
             "timings": {},
         }
         self._save()
@@ -240,33 +222,31 @@ class Testbed:
 
         with Timer() as t:
             net.setup_bridge(bridge_ns, bridge_addr, prefixlen)
-            for h in self.state["hosts"]:
-                net.setup_host_link(bridge_ns, h["netns"], h["index"], h["mac"],
-                                    h["address"], prefixlen)
+            for h in self.hosts:
+                net.setup_host_link(bridge_ns, h.netns, h.index, h.mac, h.address, prefixlen)
         timings["network_seconds"] = round(t.seconds, 2)
         self._save()
 
         # the bound mirror is the hosts' only apt source and pip index (else they have none)
         mirror_sources = cfg.mirror is not None and cfg.apt_sources == "mirror"
         etc_hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        etc_hosts += "".join(f"{h['address']}\t{h['name']}\n" for h in self.state["hosts"])
+        etc_hosts += "".join(f"{h.address}\t{h.name}\n" for h in self.hosts)
         host_pubs: list[tuple[str, str, str]] = []
         copy_times = []
-        for h in self.state["hosts"]:
-            hdir = Path(h["dir"])
+        for h in self.hosts:
             with Timer() as t:
-                root = rfs.make_host_root(base.path, hdir, cfg.copy_mode)
+                root = rfs.make_host_root(base.path, h.host_dir, cfg.copy_mode)
             copy_times.append(round(t.seconds, 2))
             self._save()
-            host_pub = sshmod.generate_host_key(hdir / "hostkey", f"root@{h['name']}")
+            host_pub = sshmod.generate_host_key(h.host_dir / "hostkey", f"root@{h.name}")
             hostmod.configure_root(root, hostmod.HostFiles(
-                name=h["name"], address=h["address"], etc_hosts=etc_hosts,
-                authorized_key=pub, host_key_dir=hdir / "hostkey",
+                name=h.name, address=h.address, etc_hosts=etc_hosts,
+                authorized_key=pub, host_key_dir=h.host_dir / "hostkey",
                 mirror=mirror_sources,
                 wheelhouse=mirror_sources and cfg.mirror is not None and (cfg.mirror / "wheels").is_dir()))
             if cfg.mirror is not None:
                 (root / "mirror").mkdir(exist_ok=True)
-            host_pubs.append((h["name"], h["address"], host_pub))
+            host_pubs.append((h.name, h.address, host_pub))
         timings["host_root_seconds"] = copy_times
 
         binds: list[tuple[Path, str]] = list(cfg.binds_ro)
@@ -277,18 +257,15 @@ class Testbed:
             shared_dir(run_dir, dst).mkdir(parents=True, exist_ok=True)
         self._save()
         with Timer() as t:
-            for h in self.state["hosts"]:
-                r = hostmod.boot(h["machine"], h["name"], Path(h["root"]), h["netns"],
-                                 Path(h["console_log"]), binds,
-                                 [Path(c) for c in h["cgroups"]], binds_rw=_binds_rw(h))
-                h["running"] = asdict(r)
+            for h in self.hosts:
+                h.running = hostmod.boot(h.machine, h.name, h.root, h.netns, h.console_log, binds,
+                                         h.cgroups, binds_rw=h.binds_rw)
                 self._save()
             states = {}
-            for h in self.state["hosts"]:
-                r2 = self._running(h)
-                assert r2 is not None
-                states[h["name"]] = hostmod.wait_running(
-                    h["name"], r2, Path(h["console_log"]), cfg.boot_timeout)
+            for h in self.hosts:
+                assert h.running is not None
+                states[h.name] = hostmod.wait_running(h.name, h.running, h.console_log,
+                                                      cfg.boot_timeout)
         timings["boot_to_running_seconds"] = round(t.seconds, 2)
         self.state["boot_states"] = states
 
@@ -297,19 +274,19 @@ class Testbed:
             # empty lists dir with a fresh mtime makes Ansible's apt module
             # (cache_valid_time) skip the update and find no package.
             with Timer() as t:
-                for h in self.state["hosts"]:
-                    self.exec(h["name"], ["apt-get", "-q", "update"], timeout=300)
+                for h in self.hosts:
+                    self.exec(h.name, ["apt-get", "-q", "update"], timeout=300)
             timings["apt_update_seconds"] = round(t.seconds, 2)
 
         sshmod.write_client_files(run_dir, bridge_ns, key, host_pubs)
         with Timer() as t:
-            for h in self.state["hosts"]:
-                self._wait_ssh(h["name"], timeout=60)
+            for h in self.hosts:
+                self._wait_ssh(h.name, timeout=60)
         timings["ssh_ready_seconds"] = round(t.seconds, 2)
         total.__exit__()
         timings["up_total_seconds"] = round(total.seconds, 2)
         self._save()
-        return self.state
+        return self.state_json()
 
     def _wait_ssh(self, name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -339,8 +316,8 @@ class Testbed:
     def start(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
         """Boot a host ``stop`` powered off; a host already running is left alone."""
         with self._lock(), Timer() as t:
-            r = self._running(self.host(name))
-            if r is not None and same_process(r.leader_pid, r.leader_start):
+            r = self.host(name).running
+            if r is not None and r.leader_alive():
                 state = hostmod.system_state(r.leader_pid)
             else:
                 state = self._start_locked(name, timeout)
@@ -348,11 +325,10 @@ class Testbed:
 
     def _stop_locked(self, name: str) -> None:
         h = self.host(name)
-        r = self._running(h)
-        if r is not None and (same_process(r.leader_pid, r.leader_start)
-                              or same_process(r.nspawn_pid, r.nspawn_start)):
+        r = h.running
+        if r is not None and r.any_alive():
             hostmod.stop(name, r)
-        h["running"] = None
+        h.running = None
         self._save()
 
     def _start_locked(self, name: str, timeout: float) -> str:
@@ -361,12 +337,11 @@ class Testbed:
         if saved is None and self.state.get("mirror"):  # state of an older version
             saved = [(self.state["mirror"], "/mirror")]
         binds = [(Path(src), dst) for src, dst in saved or []]
-        r = hostmod.boot(h["machine"], name, Path(h["root"]), h["netns"],
-                         Path(h["console_log"]), binds, [Path(c) for c in h["cgroups"]],
-                         binds_rw=_binds_rw(h))
-        h["running"] = asdict(r)
+        r = hostmod.boot(h.machine, name, h.root, h.netns, h.console_log, binds, h.cgroups,
+                         binds_rw=h.binds_rw)
+        h.running = r
         self._save()
-        state = hostmod.wait_running(name, r, Path(h["console_log"]), timeout)
+        state = hostmod.wait_running(name, r, h.console_log, timeout)
         self._wait_ssh(name, timeout=60)
         return str(state)
 
@@ -384,9 +359,8 @@ class Testbed:
 
     def exec_argv(self, name: str, argv: list[str]) -> list[str]:
         """argv that runs ``argv`` inside host ``name`` (all its namespaces)."""
-        h = self.host(name)
-        r = self._running(h)
-        if r is None or not same_process(r.leader_pid, r.leader_start):
+        r = self.host(name).running
+        if r is None or not r.leader_alive():
             raise TestbedError(f"host {name} is not running")
         return hostmod.nsenter_argv(r.leader_pid, argv)
 
@@ -407,12 +381,12 @@ class Testbed:
             "hosts": [],
         }
         for h in self.hosts:
-            r = self._running(h)
-            alive = r is not None and same_process(r.leader_pid, r.leader_start)
+            r = h.running
+            alive = r is not None and r.leader_alive()
             state = hostmod.system_state(r.leader_pid) if alive and r else "stopped"
             out["hosts"].append({
-                "name": h["name"], "address": h["address"], "mac": h["mac"],
-                "netns": h["netns"], "leader_pid": r.leader_pid if alive and r else None,
+                "name": h.name, "address": h.address, "mac": h.mac,
+                "netns": h.netns, "leader_pid": r.leader_pid if alive and r else None,
                 "systemd": state,
             })
         if (self.run_dir / "ssh_config").exists():
@@ -448,31 +422,29 @@ class Testbed:
             done.append(f"closed {len(closed)} ssh control masters")
         live = []
         for h in self.hosts:
-            r = self._running(h)
-            if r is not None and (same_process(r.leader_pid, r.leader_start)
-                                  or same_process(r.nspawn_pid, r.nspawn_start)):
+            r = h.running
+            if r is not None and r.any_alive():
                 hostmod.request_poweroff(r)  # all at once, then wait for each
                 live.append((h, r))
         for h, r in live:
-            hostmod.stop(h["name"], r, requested=True)
-            done.append(f"stopped {h['name']}")
+            hostmod.stop(h.name, r, requested=True)
+            done.append(f"stopped {h.name}")
         for h in self.hosts:
-            if h.get("running"):
-                h["running"] = None
+            if h.running is not None:
+                h.running = None
                 self._save()
         for h in self.hosts:
-            if Path(h["dir"]).exists():
-                rfs.remove_host_root(Path(h["dir"]))
-                done.append(f"removed {h['dir']}")
-            if net.netns_exists(h["netns"]):
-                net.del_netns(h["netns"])
-                done.append(f"deleted netns {h['netns']}")
-            cg = [Path(c) for c in h.get("cgroups", [])]
-            if any(c.exists() for c in cg):
-                left = cgroups.remove(cg)
+            if h.host_dir.exists():
+                rfs.remove_host_root(h.host_dir)
+                done.append(f"removed {h.host_dir}")
+            if net.netns_exists(h.netns):
+                net.del_netns(h.netns)
+                done.append(f"deleted netns {h.netns}")
+            if any(c.exists() for c in h.cgroups):
+                left = cgroups.remove(h.cgroups)
                 if left:
                     raise TestbedError(f"cgroups still busy: {left}")
-                done.append(f"removed cgroups of {h['name']}")
+                done.append(f"removed cgroups of {h.name}")
         if name:
             br = st.get("bridge_ns") or bridge_ns_name(name)
             if net.netns_exists(br):

@@ -179,6 +179,14 @@ class Running:
     leader_pid: int
     leader_start: int
 
+    def leader_alive(self) -> bool:
+        """The container's init (the host's systemd) is still the process that booted."""
+        return same_process(self.leader_pid, self.leader_start)
+
+    def any_alive(self) -> bool:
+        """nspawn or the container's init still runs: there is something to stop."""
+        return self.leader_alive() or same_process(self.nspawn_pid, self.nspawn_start)
+
 
 def nspawn_argv(
     machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]],

@@ -14,6 +14,7 @@ import pytest
 from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.proc import proc_starttime
 from testbed.rootfs import mounts_under
+from testbed.state import HostState
 
 pytestmark = pytest.mark.testbed
 
@@ -24,33 +25,38 @@ def _run(argv: list[str], env: dict[str, str] | None = None,
                           env=env, cwd=cwd)
 
 
+def _leader_pid(h: HostState) -> int:
+    assert h.running is not None, f"{h.name} is not running"
+    return h.running.leader_pid
+
+
 def test_systemd_is_running_in_each_host(bed: Testbed) -> None:
     for h in bed.hosts:
-        state = bed.exec(h["name"], ["systemctl", "is-system-running"], check=False).stdout.strip()
-        assert state in ("running", "degraded"), (h["name"], state)
-        comm = bed.exec(h["name"], ["cat", "/proc/1/comm"]).stdout.strip()
+        state = bed.exec(h.name, ["systemctl", "is-system-running"], check=False).stdout.strip()
+        assert state in ("running", "degraded"), (h.name, state)
+        comm = bed.exec(h.name, ["cat", "/proc/1/comm"]).stdout.strip()
         assert comm == "systemd"
-        assert bed.exec(h["name"], ["hostname"]).stdout.strip() == h["name"]
-        failed = bed.exec(h["name"], ["systemctl", "--failed", "--no-legend", "--plain"]).stdout
+        assert bed.exec(h.name, ["hostname"]).stdout.strip() == h.name
+        failed = bed.exec(h.name, ["systemctl", "--failed", "--no-legend", "--plain"]).stdout
         journals = "".join(
-            bed.exec(h["name"], ["journalctl", "-b", "--no-pager", "-n", "30", "-u", line.split()[0]], check=False).stdout
+            bed.exec(h.name, ["journalctl", "-b", "--no-pager", "-n", "30", "-u", line.split()[0]], check=False).stdout
             for line in failed.splitlines()
             if line.strip()
         )
-        assert failed.strip() == "", f"failed units on {h['name']}: {failed}\n{journals}"
+        assert failed.strip() == "", f"failed units on {h.name}: {failed}\n{journals}"
 
 
 def test_each_host_is_isolated_from_the_root_namespace(bed: Testbed) -> None:
     root_ns = os.readlink("/proc/self/ns/net")
     for h in bed.hosts:
-        pid = h["running"]["leader_pid"]
+        pid = _leader_pid(h)
         assert os.readlink(f"/proc/{pid}/ns/net") != root_ns
         # the host addresses exist nowhere in the root namespace
-        assert h["address"] not in _run(["ip", "-o", "addr"]).stdout
+        assert h.address not in _run(["ip", "-o", "addr"]).stdout
         # no default route: the hosts cannot reach outside
-        assert "default" not in bed.exec(h["name"], ["ip", "route"]).stdout
+        assert "default" not in bed.exec(h.name, ["ip", "route"]).stdout
     mac = bed.exec("h1", ["cat", "/sys/class/net/eth0/address"]).stdout.strip()
-    assert mac == bed.host("h1")["mac"]
+    assert mac == bed.host("h1").mac
 
 
 def test_exec_does_not_leak_the_control_node_environment(
@@ -67,11 +73,11 @@ def test_ssh_from_the_control_node_with_the_generated_key(bed: Testbed) -> None:
     pub = (bed.run_dir / "id_ed25519.pub").read_text().split()
     assert pub[0] == "ssh-ed25519"
     for h in bed.hosts:
-        cp = _run(["ssh", "-F", str(bed.run_dir / "ssh_config"), h["name"], "id -un; hostname"])
+        cp = _run(["ssh", "-F", str(bed.run_dir / "ssh_config"), h.name, "id -un; hostname"])
         assert cp.returncode == 0, cp.stderr
-        assert cp.stdout.split() == ["root", h["name"]]
+        assert cp.stdout.split() == ["root", h.name]
         # the key is the one authorized there
-        ak = bed.exec(h["name"], ["cat", "/root/.ssh/authorized_keys"]).stdout.split()
+        ak = bed.exec(h.name, ["cat", "/root/.ssh/authorized_keys"]).stdout.split()
         assert ak[:2] == pub[:2]
 
 
@@ -91,8 +97,8 @@ def test_host_keys_are_pinned_per_host(bed: Testbed) -> None:
     keys = {line.split()[0]: line.split()[2] for line in known}
     assert len(set(keys.values())) == len(bed.hosts), "each host has its own host key"
     for h in bed.hosts:
-        served = bed.exec(h["name"], ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()
-        assert keys[f"{h['name']},{h['address']}"] == served[1]
+        served = bed.exec(h.name, ["cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()
+        assert keys[f"{h.name},{h.address}"] == served[1]
 
 
 def test_ansible_inventory_reaches_every_host(bed: Testbed) -> None:
@@ -103,7 +109,7 @@ def test_ansible_inventory_reaches_every_host(bed: Testbed) -> None:
                "-a", "filter=ansible_service_mgr"], env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "True"})
     assert cp.returncode == 0, cp.stdout + cp.stderr
     for h in bed.hosts:
-        assert re.search(rf'{h["name"]} \| SUCCESS', cp.stdout)
+        assert re.search(rf"{h.name} \| SUCCESS", cp.stdout)
     # whatever the stdout callback (json or yaml), each host reports systemd
     assert len(re.findall(r'ansible_service_mgr"?: "?systemd', cp.stdout)) == len(bed.hosts)
 
@@ -111,7 +117,7 @@ def test_ansible_inventory_reaches_every_host(bed: Testbed) -> None:
 def test_hosts_reach_each_other_by_name(bed: Testbed) -> None:
     for src, dst in (("h1", "h2"), ("h2", "h1")):
         cp = bed.ssh(src, ["getent", "hosts", dst])
-        assert cp.stdout.split()[0] == bed.host(dst)["address"]
+        assert cp.stdout.split()[0] == bed.host(dst).address
         probe = (f"import socket;s=socket.create_connection(('{dst}',22),5);"
                  "print(s.recv(64).decode().strip())")
         banner = bed.ssh(src, ["python3", "-c", probe]).stdout
@@ -142,7 +148,7 @@ def test_cgroup_controllers_are_writable_and_private(bed: Testbed) -> None:
     assert unit == "active"
     # the host's hierarchy is its own subtree of the control node's
     h = bed.host("h1")
-    own = Path(f"/proc/{h['running']['leader_pid']}/cgroup").read_text()
+    own = Path(f"/proc/{_leader_pid(h)}/cgroup").read_text()
     cg = Path(own.split("freezer:")[1].split()[0])
     assert cg.parts[-3:] == ("cluster-testbed", bed.state["name"], "h1")
 
@@ -150,10 +156,10 @@ def test_cgroup_controllers_are_writable_and_private(bed: Testbed) -> None:
 def test_restart_reboots_one_host_and_keeps_its_disk(bed: Testbed) -> None:
     bed.ssh("h2", ["sh", "-c", "echo kept > /root/marker"])
     boot_id = bed.exec("h2", ["cat", "/proc/sys/kernel/random/boot_id"]).stdout
-    leader = bed.host("h2")["running"]["leader_pid"]
+    leader = _leader_pid(bed.host("h2"))
     r = bed.restart("h2")
     assert r["systemd"] in ("running", "degraded")
-    assert bed.host("h2")["running"]["leader_pid"] != leader
+    assert _leader_pid(bed.host("h2")) != leader
     assert bed.ssh("h2", ["cat", "/root/marker"]).stdout.strip() == "kept"
     assert bed.exec("h2", ["systemctl", "is-active", "ssh"]).stdout.strip() == "active"
     # the mirror bind comes back too
@@ -196,12 +202,12 @@ def test_status_reports_every_host(bed: Testbed) -> None:
               cwd=Path(__file__).resolve().parents[2])
     assert cp.returncode == 0, cp.stderr
     assert [h["address"] for h in json.loads(cp.stdout)["hosts"]] == [
-        h["address"] for h in bed.hosts]
+        h.address for h in bed.hosts]
 
 
 def test_down_leaves_nothing_behind(bed: Testbed) -> None:
     """Last test of the module: take the bed down (twice) and look for leftovers."""
-    st = dict(bed.state)
+    st = bed.state_json()
     pids = [(h["running"]["nspawn_pid"], h["running"]["nspawn_start"]) for h in st["hosts"]]
     pids += [(h["running"]["leader_pid"], h["running"]["leader_start"]) for h in st["hosts"]]
     ns_inodes = {os.stat(f"/run/netns/{n}").st_ino
