@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +16,8 @@ from . import host as hostmod
 from . import network as net
 from . import rootfs as rfs
 from . import ssh as sshmod
-from .proc import TestbedError, Timer, run
-from .state import STATE_VERSION, HostState, bridge_ns_name, host_ns_name, shared_dir
+from .proc import TestbedError, Timer
+from .state import STATE_VERSION, HostState, RecordedBed, bridge_ns_name, host_ns_name, shared_dir
 
 log = logging.getLogger("testbed")
 
@@ -100,67 +96,21 @@ def check_prerequisites() -> None:
     sshmod.check_client_tools()
 
 
-class Testbed:
+class Testbed(RecordedBed):
     """A set of systemd hosts under one run dir. Create with ``Testbed(run_dir)``."""
 
     __test__ = False
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.state_file = run_dir / "state.json"
-        # state.json's document, its "hosts" read into HostState
-        self.state: dict[str, Any] = {}
-        if self.state_file.exists():
-            self.state = json.loads(self.state_file.read_text())
-            self.state["hosts"] = [HostState.from_json(h) for h in self.state.get("hosts", [])]
-
-    # ------------------------------------------------------------ helpers
     @classmethod
     def for_name(cls, name: str = "tb", run_dir: Path | None = None) -> Testbed:
         return cls(run_dir if run_dir is not None else DEFAULT_RUN_ROOT / name)
-
-    def state_json(self) -> dict[str, Any]:
-        """The state as state.json holds it."""
-        return {key: [h.to_json() for h in value] if key == "hosts" else value
-                for key, value in self.state.items()}
-
-    def _save(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state_json(), indent=2, default=str) + "\n")
-        tmp.replace(self.state_file)
-
-    @contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / ".lock", "w") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as exc:
-                raise TestbedError(f"{self.run_dir} is in use by another testbed command") from exc
-            yield
-
-    @property
-    def hosts(self) -> list[HostState]:
-        return list(self.state.get("hosts", []))
-
-    def host(self, name: str) -> HostState:
-        for h in self.hosts:
-            if h.name == name:
-                return h
-        raise TestbedError(f"no host {name!r} in {self.run_dir} (hosts: "
-                           + ", ".join(h.name for h in self.hosts) + ")")
-
-    def is_alive(self, name: str) -> bool:
-        r = self.host(name).running
-        return r is not None and r.leader_alive()
 
     # ------------------------------------------------------------ up
     def up(self, cfg: TestbedConfig) -> dict[str, Any]:
         """Create and boot every host; return the state (with timings)."""
         cfg.validate()
         check_prerequisites()
-        with self._lock():
+        with self.lock():
             if any(self.is_alive(h.name) for h in self.hosts):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
@@ -202,7 +152,7 @@ class Testbed:
                       for i, h in enumerate(cfg.hosts)],
             "timings": {},
         }
-        self._save()
+        self.save()
         timings: dict[str, Any] = self.state["timings"]
 
         with Timer() as t:
@@ -225,7 +175,7 @@ class Testbed:
             for h in self.hosts:
                 net.setup_host_link(bridge_ns, h.netns, h.index, h.mac, h.address, prefixlen)
         timings["network_seconds"] = round(t.seconds, 2)
-        self._save()
+        self.save()
 
         # the bound mirror is the hosts' only apt source and pip index (else they have none)
         mirror_sources = cfg.mirror is not None and cfg.apt_sources == "mirror"
@@ -237,7 +187,7 @@ class Testbed:
             with Timer() as t:
                 root = rfs.make_host_root(base.path, h.host_dir, cfg.copy_mode)
             copy_times.append(round(t.seconds, 2))
-            self._save()
+            self.save()
             host_pub = sshmod.generate_host_key(h.host_dir / "hostkey", f"root@{h.name}")
             hostmod.configure_root(root, hostmod.HostFiles(
                 name=h.name, address=h.address, etc_hosts=etc_hosts,
@@ -255,12 +205,12 @@ class Testbed:
         self.state["binds_ro"] = [(str(src), dst) for src, dst in binds]
         for dst, _hosts in cfg.shared:
             shared_dir(run_dir, dst).mkdir(parents=True, exist_ok=True)
-        self._save()
+        self.save()
         with Timer() as t:
             for h in self.hosts:
                 h.running = hostmod.boot(h.machine, h.name, h.root, h.netns, h.console_log, binds,
                                          h.cgroups, binds_rw=h.binds_rw)
-                self._save()
+                self.save()
             states = {}
             for h in self.hosts:
                 assert h.running is not None
@@ -281,41 +231,30 @@ class Testbed:
         sshmod.write_client_files(run_dir, bridge_ns, key, host_pubs)
         with Timer() as t:
             for h in self.hosts:
-                self._wait_ssh(h.name, timeout=60)
+                self.wait_ssh(h.name, timeout=60)
         timings["ssh_ready_seconds"] = round(t.seconds, 2)
         total.__exit__()
         timings["up_total_seconds"] = round(total.seconds, 2)
-        self._save()
+        self.save()
         return self.state_json()
-
-    def _wait_ssh(self, name: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            cp = run(self.ssh_host(name).argv(["true"]), check=False, timeout=30)
-            if cp.returncode == 0:
-                return
-            last = cp.stderr.strip()
-            time.sleep(0.3)
-        raise TestbedError(f"ssh to {name} not working after {timeout}s: {last}")
 
     def restart(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
         """Power one host off and boot it again from the same root (a reboot:
         what the host wrote survives, units enabled at boot come back)."""
-        with self._lock(), Timer() as t:
+        with self.lock(), Timer() as t:
             self._stop_locked(name)
             state = self._start_locked(name, timeout)
         return {"name": name, "systemd": state, "seconds": round(t.seconds, 2)}
 
     def stop(self, name: str) -> dict[str, Any]:
         """Power one host off (its root, network and state stay: ``start`` boots it again)."""
-        with self._lock(), Timer() as t:
+        with self.lock(), Timer() as t:
             self._stop_locked(name)
         return {"name": name, "systemd": "stopped", "seconds": round(t.seconds, 2)}
 
     def start(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
         """Boot a host ``stop`` powered off; a host already running is left alone."""
-        with self._lock(), Timer() as t:
+        with self.lock(), Timer() as t:
             r = self.host(name).running
             if r is not None and r.leader_alive():
                 state = hostmod.system_state(r.leader_pid)
@@ -329,48 +268,17 @@ class Testbed:
         if r is not None and r.any_alive():
             hostmod.stop(name, r)
         h.running = None
-        self._save()
+        self.save()
 
     def _start_locked(self, name: str, timeout: float) -> str:
         h = self.host(name)
-        saved = self.state.get("binds_ro")
-        if saved is None and self.state.get("mirror"):  # state of an older version
-            saved = [(self.state["mirror"], "/mirror")]
-        binds = [(Path(src), dst) for src, dst in saved or []]
-        r = hostmod.boot(h.machine, name, h.root, h.netns, h.console_log, binds, h.cgroups,
-                         binds_rw=h.binds_rw)
+        r = hostmod.boot(h.machine, name, h.root, h.netns, h.console_log, self.binds_ro(),
+                         h.cgroups, binds_rw=h.binds_rw)
         h.running = r
-        self._save()
+        self.save()
         state = hostmod.wait_running(name, r, h.console_log, timeout)
-        self._wait_ssh(name, timeout=60)
+        self.wait_ssh(name, timeout=60)
         return str(state)
-
-    # ------------------------------------------------------------ access
-    def ssh_hosts(self) -> list[sshmod.SshHost]:
-        data = json.loads((self.run_dir / "hosts.json").read_text())
-        return [sshmod.SshHost(d["name"], d["address"], d["user"], d["port"], d["key"],
-                               d["common_args"]) for d in data]
-
-    def ssh_host(self, name: str) -> sshmod.SshHost:
-        for h in self.ssh_hosts():
-            if h.name == name:
-                return h
-        raise TestbedError(f"no host {name!r}")
-
-    def exec_argv(self, name: str, argv: list[str]) -> list[str]:
-        """argv that runs ``argv`` inside host ``name`` (all its namespaces)."""
-        r = self.host(name).running
-        if r is None or not r.leader_alive():
-            raise TestbedError(f"host {name} is not running")
-        return hostmod.nsenter_argv(r.leader_pid, argv)
-
-    def exec(self, name: str, argv: list[str], check: bool = True,
-             timeout: float | None = 600) -> Any:
-        return run(self.exec_argv(name, argv), check=check, timeout=timeout)
-
-    def ssh(self, name: str, argv: list[str], check: bool = True,
-            timeout: float | None = 600) -> Any:
-        return run(self.ssh_host(name).argv(argv), check=check, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -404,7 +312,7 @@ class Testbed:
         """
         done: list[str] = []
         if self.run_dir.exists():
-            with self._lock():
+            with self.lock():
                 done = self._down_locked()
         if purge:
             target = cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR
@@ -432,7 +340,7 @@ class Testbed:
         for h in self.hosts:
             if h.running is not None:
                 h.running = None
-                self._save()
+                self.save()
         for h in self.hosts:
             if h.host_dir.exists():
                 rfs.remove_host_root(h.host_dir)

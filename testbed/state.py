@@ -1,14 +1,22 @@
-"""What a test bed records about its hosts in the run dir's state.json."""
+"""What a test bed records in its run dir (state.json), and access to its hosts through it."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from . import cgroups
+from . import host as hostmod
 from . import network as net
+from . import ssh as sshmod
 from .host import Running
+from .proc import TestbedError, run
 
 STATE_VERSION = 1
 
@@ -96,3 +104,100 @@ class HostState:
             binds_rw=[(Path(src), dst) for src, dst in data.get("binds_rw", [])],
             running=Running(**running) if running else None,
         )
+
+
+class RecordedBed:
+    """A test bed as its run dir records it: state.json, the lock every command takes, and the
+    way into its hosts (nsenter through the recorded leaders, ssh through hosts.json)."""
+
+    __test__ = False
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.state_file = run_dir / "state.json"
+        # state.json's document, its "hosts" read into HostState
+        self.state: dict[str, Any] = {}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+            self.state["hosts"] = [HostState.from_json(h) for h in self.state.get("hosts", [])]
+
+    def state_json(self) -> dict[str, Any]:
+        """The state as state.json holds it."""
+        return {key: [h.to_json() for h in value] if key == "hosts" else value
+                for key, value in self.state.items()}
+
+    def save(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state_json(), indent=2, default=str) + "\n")
+        tmp.replace(self.state_file)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / ".lock", "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise TestbedError(f"{self.run_dir} is in use by another testbed command") from exc
+            yield
+
+    @property
+    def hosts(self) -> list[HostState]:
+        return list(self.state.get("hosts", []))
+
+    def host(self, name: str) -> HostState:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise TestbedError(f"no host {name!r} in {self.run_dir} (hosts: "
+                           + ", ".join(h.name for h in self.hosts) + ")")
+
+    def is_alive(self, name: str) -> bool:
+        r = self.host(name).running
+        return r is not None and r.leader_alive()
+
+    def binds_ro(self) -> list[tuple[Path, str]]:
+        """The read-only binds up gave every host."""
+        saved = self.state.get("binds_ro")
+        if saved is None and self.state.get("mirror"):  # state of an older version
+            saved = [(self.state["mirror"], "/mirror")]
+        return [(Path(src), dst) for src, dst in saved or []]
+
+    # ------------------------------------------------------------ access
+    def ssh_hosts(self) -> list[sshmod.SshHost]:
+        data = json.loads((self.run_dir / "hosts.json").read_text())
+        return [sshmod.SshHost(d["name"], d["address"], d["user"], d["port"], d["key"],
+                               d["common_args"]) for d in data]
+
+    def ssh_host(self, name: str) -> sshmod.SshHost:
+        for h in self.ssh_hosts():
+            if h.name == name:
+                return h
+        raise TestbedError(f"no host {name!r}")
+
+    def exec_argv(self, name: str, argv: list[str]) -> list[str]:
+        """argv that runs ``argv`` inside host ``name`` (all its namespaces)."""
+        r = self.host(name).running
+        if r is None or not r.leader_alive():
+            raise TestbedError(f"host {name} is not running")
+        return hostmod.nsenter_argv(r.leader_pid, argv)
+
+    def exec(self, name: str, argv: list[str], check: bool = True,
+             timeout: float | None = 600) -> Any:
+        return run(self.exec_argv(name, argv), check=check, timeout=timeout)
+
+    def ssh(self, name: str, argv: list[str], check: bool = True,
+            timeout: float | None = 600) -> Any:
+        return run(self.ssh_host(name).argv(argv), check=check, timeout=timeout)
+
+    def wait_ssh(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            cp = run(self.ssh_host(name).argv(["true"]), check=False, timeout=30)
+            if cp.returncode == 0:
+                return
+            last = cp.stderr.strip()
+            time.sleep(0.3)
+        raise TestbedError(f"ssh to {name} not working after {timeout}s: {last}")
