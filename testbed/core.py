@@ -6,7 +6,6 @@ import logging
 import os
 import re
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,9 @@ from . import host as hostmod
 from . import network as net
 from . import rootfs as rfs
 from . import ssh as sshmod
+from .bringup import BringUp, refuse_foreign
 from .proc import TestbedError, Timer
-from .state import STATE_VERSION, HostState, RecordedBed, bridge_ns_name, host_ns_name, shared_dir
+from .state import RecordedBed, bridge_ns_name
 
 log = logging.getLogger("testbed")
 
@@ -115,128 +115,8 @@ class Testbed(RecordedBed):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
                 self._down_locked()  # leftovers of a crashed run
-            self._refuse_foreign(cfg)
-            return self._up_locked(cfg)
-
-    def _refuse_foreign(self, cfg: TestbedConfig) -> None:
-        """Namespaces or cgroups with this bed's names that our own state does not
-        account for belong to a bed of the same name in another run dir: never
-        take them over (or delete them later)."""
-        names = [bridge_ns_name(cfg.name)] + [host_ns_name(cfg.name, h) for h in cfg.hosts]
-        taken = [n for n in names if net.netns_exists(n)]
-        taken += [str(c) for h in cfg.hosts for c in cgroups.host_cgroups(cfg.name, h)
-                  if c.exists()]
-        if taken:
-            raise TestbedError(
-                f"a test bed named {cfg.name!r} seems up in another run dir ({', '.join(taken)}): "
-                "take that one down or choose another --name")
-
-    def _up_locked(self, cfg: TestbedConfig) -> dict[str, Any]:
-        total = Timer().__enter__()
-        run_dir = self.run_dir
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        bridge_ns = bridge_ns_name(cfg.name)
-        bridge_addr, addrs, prefixlen = net.host_addresses(cfg.subnet, len(cfg.hosts))
-        self.state = {
-            "version": STATE_VERSION,
-            "name": cfg.name,
-            "release": cfg.release,
-            "subnet": cfg.subnet,
-            "bridge_ns": bridge_ns,
-            "bridge_address": bridge_addr,
-            "copy_mode": cfg.copy_mode,
-            "mirror": str(cfg.mirror) if cfg.mirror else None,
-            "apt_sources": cfg.apt_sources,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "hosts": [HostState.planned(cfg.name, h, i, addrs[i], run_dir, cfg.shared)
-                      for i, h in enumerate(cfg.hosts)],
-            "timings": {},
-        }
-        self.save()
-        timings: dict[str, Any] = self.state["timings"]
-
-        with Timer() as t:
-            base = rfs.build_base(cfg.cache_dir, cfg.release, cfg.base_packages,
-                                  cfg.debian_mirror)
-        self.state["base"] = str(base.path)
-        timings["base_seconds"] = round(t.seconds, 2)
-        timings["base_from_cache"] = base.build_seconds is None
-
-        with Timer() as t:
-            key = run_dir / "id_ed25519"
-            for old in (key, Path(str(key) + ".pub")):
-                if old.exists():
-                    old.unlink()  # a new key pair for every run
-            pub = sshmod.generate_keypair(key, f"testbed-{cfg.name}")
-        timings["keygen_seconds"] = round(t.seconds, 2)
-
-        with Timer() as t:
-            net.setup_bridge(bridge_ns, bridge_addr, prefixlen)
-            for h in self.hosts:
-                net.setup_host_link(bridge_ns, h.netns, h.index, h.mac, h.address, prefixlen)
-        timings["network_seconds"] = round(t.seconds, 2)
-        self.save()
-
-        # the bound mirror is the hosts' only apt source and pip index (else they have none)
-        mirror_sources = cfg.mirror is not None and cfg.apt_sources == "mirror"
-        etc_hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        etc_hosts += "".join(f"{h.address}\t{h.name}\n" for h in self.hosts)
-        host_pubs: list[tuple[str, str, str]] = []
-        copy_times = []
-        for h in self.hosts:
-            with Timer() as t:
-                root = rfs.make_host_root(base.path, h.host_dir, cfg.copy_mode)
-            copy_times.append(round(t.seconds, 2))
-            self.save()
-            host_pub = sshmod.generate_host_key(h.host_dir / "hostkey", f"root@{h.name}")
-            hostmod.configure_root(root, hostmod.HostFiles(
-                name=h.name, address=h.address, etc_hosts=etc_hosts,
-                authorized_key=pub, host_key_dir=h.host_dir / "hostkey",
-                mirror=mirror_sources,
-                wheelhouse=mirror_sources and cfg.mirror is not None and (cfg.mirror / "wheels").is_dir()))
-            if cfg.mirror is not None:
-                (root / "mirror").mkdir(exist_ok=True)
-            host_pubs.append((h.name, h.address, host_pub))
-        timings["host_root_seconds"] = copy_times
-
-        binds: list[tuple[Path, str]] = list(cfg.binds_ro)
-        if cfg.mirror is not None:
-            binds.append((cfg.mirror.resolve(), "/mirror"))
-        self.state["binds_ro"] = [(str(src), dst) for src, dst in binds]
-        for dst, _hosts in cfg.shared:
-            shared_dir(run_dir, dst).mkdir(parents=True, exist_ok=True)
-        self.save()
-        with Timer() as t:
-            for h in self.hosts:
-                h.running = hostmod.boot(h.machine, h.name, h.root, h.netns, h.console_log, binds,
-                                         h.cgroups, binds_rw=h.binds_rw)
-                self.save()
-            states = {}
-            for h in self.hosts:
-                assert h.running is not None
-                states[h.name] = hostmod.wait_running(h.name, h.running, h.console_log,
-                                                      cfg.boot_timeout)
-        timings["boot_to_running_seconds"] = round(t.seconds, 2)
-        self.state["boot_states"] = states
-
-        if mirror_sources:
-            # like a host installed from this mirror: apt lists present. An
-            # empty lists dir with a fresh mtime makes Ansible's apt module
-            # (cache_valid_time) skip the update and find no package.
-            with Timer() as t:
-                for h in self.hosts:
-                    self.exec(h.name, ["apt-get", "-q", "update"], timeout=300)
-            timings["apt_update_seconds"] = round(t.seconds, 2)
-
-        sshmod.write_client_files(run_dir, bridge_ns, key, host_pubs)
-        with Timer() as t:
-            for h in self.hosts:
-                self.wait_ssh(h.name, timeout=60)
-        timings["ssh_ready_seconds"] = round(t.seconds, 2)
-        total.__exit__()
-        timings["up_total_seconds"] = round(total.seconds, 2)
-        self.save()
-        return self.state_json()
+            refuse_foreign(cfg)
+            return BringUp(self, cfg).run()
 
     def restart(self, name: str, timeout: float = 120.0) -> dict[str, Any]:
         """Power one host off and boot it again from the same root (a reboot:
@@ -272,9 +152,7 @@ class Testbed(RecordedBed):
 
     def _start_locked(self, name: str, timeout: float) -> str:
         h = self.host(name)
-        r = hostmod.boot(h.machine, name, h.root, h.netns, h.console_log, self.binds_ro(),
-                         h.cgroups, binds_rw=h.binds_rw)
-        h.running = r
+        r = h.boot(self.binds_ro())
         self.save()
         state = hostmod.wait_running(name, r, h.console_log, timeout)
         self.wait_ssh(name, timeout=60)

@@ -70,6 +70,12 @@ class HostState:
                       if hosts is None or name in hosts],
         )
 
+    def boot(self, binds_ro: list[tuple[Path, str]]) -> Running:
+        """Boot the host under systemd-nspawn and keep its processes in ``running``."""
+        self.running = hostmod.boot(self.machine, self.name, self.root, self.netns, self.console_log,
+                                    binds_ro, self.cgroups, binds_rw=self.binds_rw)
+        return self.running
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -12,13 +12,12 @@ import pytest
 
 from testbed import TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
-from testbed.core import shared_dir
 from testbed.host import Running, nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
 from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
-from testbed.state import HostState
+from testbed.state import HostState, shared_dir
 
 PKG = Path(__file__).resolve().parents[2] / "testbed"
 
