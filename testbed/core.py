@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cgroups
 from . import host as hostmod
-from . import network as net
 from . import rootfs as rfs
 from . import ssh as sshmod
 from .bringup import BringUp, refuse_foreign
 from .proc import TestbedError, Timer
-from .state import RecordedBed, bridge_ns_name
+from .state import RecordedBed
+from .teardown import tear_down
 
 log = logging.getLogger("testbed")
 
@@ -114,7 +113,7 @@ class Testbed(RecordedBed):
             if any(self.is_alive(h.name) for h in self.hosts):
                 raise TestbedError(f"test bed in {self.run_dir} is already up: run down first")
             if self.state:
-                self._down_locked()  # leftovers of a crashed run
+                tear_down(self)  # leftovers of a crashed run
             refuse_foreign(cfg)
             return BringUp(self, cfg).run()
 
@@ -191,62 +190,10 @@ class Testbed(RecordedBed):
         done: list[str] = []
         if self.run_dir.exists():
             with self.lock():
-                done = self._down_locked()
+                done = tear_down(self)
         if purge:
             target = cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR
             if target.exists():
                 rfs.safe_rmtree(target)
                 done.append(f"purged cache {target}")
-        return done
-
-    def _down_locked(self) -> list[str]:
-        done: list[str] = []
-        st = self.state
-        name = st.get("name")
-        closed = sshmod.close_masters(self.run_dir)
-        if closed:
-            done.append(f"closed {len(closed)} ssh control masters")
-        live = []
-        for h in self.hosts:
-            r = h.running
-            if r is not None and r.any_alive():
-                hostmod.request_poweroff(r)  # all at once, then wait for each
-                live.append((h, r))
-        for h, r in live:
-            hostmod.stop(h.name, r, requested=True)
-            done.append(f"stopped {h.name}")
-        for h in self.hosts:
-            if h.running is not None:
-                h.running = None
-                self.save()
-        for h in self.hosts:
-            if h.host_dir.exists():
-                rfs.remove_host_root(h.host_dir)
-                done.append(f"removed {h.host_dir}")
-            if net.netns_exists(h.netns):
-                net.del_netns(h.netns)
-                done.append(f"deleted netns {h.netns}")
-            if any(c.exists() for c in h.cgroups):
-                left = cgroups.remove(h.cgroups)
-                if left:
-                    raise TestbedError(f"cgroups still busy: {left}")
-                done.append(f"removed cgroups of {h.name}")
-        if name:
-            br = st.get("bridge_ns") or bridge_ns_name(name)
-            if net.netns_exists(br):
-                net.del_netns(br)
-                done.append(f"deleted netns {br}")
-        for sub in ("hosts", "shared"):
-            if (self.run_dir / sub).exists():
-                rfs.safe_rmtree(self.run_dir / sub)
-                if sub == "shared":
-                    done.append("removed the shared directories")
-        for f in ("id_ed25519", "id_ed25519.pub", "known_hosts", "ssh_config",
-                  "inventory.yml", "hosts.json"):
-            p = self.run_dir / f
-            if p.exists():
-                p.unlink()
-        if self.state_file.exists():
-            self.state_file.unlink()
-        self.state = {}
         return done
