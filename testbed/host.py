@@ -86,6 +86,14 @@ class HostFiles:
 
 def configure_root(root: Path, files: HostFiles) -> None:
     """Make ``root`` into host ``files.name``. Idempotent."""
+    _write_identity(root, files)
+    _write_ssh(root, files)
+    _write_package_sources(root, files)
+    _write_systemd_settings(root)
+
+
+def _write_identity(root: Path, files: HostFiles) -> None:
+    """Host name, /etc/hosts, a machine id of its own, no DNS, nothing to mount."""
     etc = root / "etc"
     (etc / "hostname").write_text(files.name + "\n")
     (etc / "hosts").write_text(files.etc_hosts)
@@ -97,8 +105,10 @@ def configure_root(root: Path, files: HostFiles) -> None:
     resolv.write_text("# test bed: no DNS, names are in /etc/hosts\n")
     (etc / "fstab").write_text("# test bed: nothing to mount\n")
 
-    # SSH: per-host key, root key login only
-    ssh = etc / "ssh"
+
+def _write_ssh(root: Path, files: HostFiles) -> None:
+    """SSH: per-host key, root key login only."""
+    ssh = root / "etc/ssh"
     for old in ssh.glob("ssh_host_*"):
         old.unlink()
     for suffix, mode in (("", 0o600), (".pub", 0o644)):
@@ -115,7 +125,10 @@ def configure_root(root: Path, files: HostFiles) -> None:
     ak.write_text(files.authorized_key.strip() + "\n")
     os.chmod(ak, 0o600)
 
-    # apt: ONLY the local mirror (the host has no route out)
+
+def _write_package_sources(root: Path, files: HostFiles) -> None:
+    """apt: ONLY the local mirror (the host has no route out); pip: its wheelhouse or nothing."""
+    etc = root / "etc"
     apt = etc / "apt"
     for f in (apt / "sources.list.d").glob("*"):
         f.unlink()
@@ -138,6 +151,10 @@ def configure_root(root: Path, files: HostFiles) -> None:
         'APT::Install-Recommends "false";\nAcquire::Languages "none";\n'
     )
 
+
+def _write_systemd_settings(root: Path) -> None:
+    """Units and settings for systemd in a container."""
+    etc = root / "etc"
     # cgroup controllers rw before any service starts
     unit_dir = etc / "systemd/system"
     (unit_dir / CGROUP_UNIT_NAME).write_text(CGROUP_UNIT)
