@@ -125,7 +125,8 @@ class RecordedBed:
         self.state: dict[str, Any] = {}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
-            self.state["hosts"] = [HostState.from_json(h) for h in self.state.get("hosts", [])]
+            if "hosts" in self.state:
+                self.state["hosts"] = [HostState.from_json(h) for h in self.state["hosts"]]
 
     def state_json(self) -> dict[str, Any]:
         """The state as state.json holds it."""
