@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import TestbedConfig, TestbedError
+from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
 from testbed.host import Running, nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
@@ -163,6 +163,27 @@ def test_planned_host_state_is_the_entry_up_always_recorded(monkeypatch: pytest.
     }
     assert planned["binds_rw"] == [["/var/lib/cluster-testbed/tb/shared/srv_shared", "/srv/shared"]]
     assert list(planned) == list(SAMPLE_HOST)
+
+
+def test_state_file_is_saved_back_byte_for_byte(tmp_path: Path) -> None:
+    state = {
+        "version": 1, "name": "tb", "release": "bookworm", "subnet": "10.213.47.0/24",
+        "bridge_ns": "cltb-tb-br", "bridge_address": "10.213.47.1", "copy_mode": "overlay",
+        "mirror": "/var/cache/cluster-testbed/mirror/bookworm", "apt_sources": "mirror",
+        "created_at": "2024-05-02T10:11:12+0000",
+        "hosts": [{**SAMPLE_HOST, "name": "h1", "index": 0, "running": None}, SAMPLE_HOST],
+        "timings": {"base_seconds": 0.41, "base_from_cache": True, "host_root_seconds": [0.1, 0.12]},
+        "base": "/var/cache/cluster-testbed/base/bookworm-0123abcd/rootfs",
+        "binds_ro": [["/var/cache/cluster-testbed/mirror/bookworm", "/mirror"]],
+        "boot_states": {"h1": "running", "h2": "degraded"},
+    }
+    text = json.dumps(state, indent=2) + "\n"  # as up has always written it
+    (tmp_path / "state.json").write_text(text)
+    bed = Testbed(tmp_path)
+    assert [h.name for h in bed.hosts] == ["h1", "h2"] and bed.host("h2").running is not None
+    assert bed.state_json() == state
+    bed.save()
+    assert (tmp_path / "state.json").read_text() == text
 
 
 def test_ssh_argv_and_inventory_carry_the_proxy(tmp_path: Path) -> None:
