@@ -11,9 +11,15 @@ them directly.
 
 from __future__ import annotations
 
+import copy
+import functools
+from pathlib import Path
 from typing import Any
 
+import yaml
 from ansible.errors import AnsibleFilterError
+
+ROLES_DIR = Path(__file__).resolve().parents[1] / "roles"
 
 
 def service_manager(requested: str, service_mgr: str = "") -> str:
@@ -29,10 +35,43 @@ def service_manager(requested: str, service_mgr: str = "") -> str:
     return "systemd" if service_mgr == "systemd" else "standalone"
 
 
+@functools.lru_cache(maxsize=None)
+def _defaults_of(defaults_file: Path) -> dict[str, Any]:
+    return yaml.safe_load(defaults_file.read_text(encoding="utf-8")) or {}
+
+
+def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
+    """The default of the role variable ``name``, as its own role's defaults/main.yml sets it.
+
+    For a role that falls back on another role's variable, where that role's defaults are not in
+    scope (another play): the fallback then stays defined once, in the owning role.
+
+        __slurmd_conf_dir: "{{ slurm_common_conf_dir | default('slurm_common_conf_dir' | role_default) }}"
+
+    The owning role is the longest role name that prefixes ``name`` (``slurm_common_conf_dir``:
+    slurm_common). Only literal defaults: one that is a template would not be templated again.
+    """
+    roles = Path(roles_dir) if roles_dir is not None else ROLES_DIR
+    owners = sorted(
+        (path.parents[1].name for path in roles.glob("*/defaults/main.yml") if name.startswith(path.parents[1].name + "_")),
+        key=len,
+        reverse=True,
+    )
+    for owner in owners:
+        defaults = _defaults_of(roles / owner / "defaults" / "main.yml")
+        if name in defaults:
+            value = defaults[name]
+            if isinstance(value, str) and ("{{" in value or "{%" in value):
+                raise AnsibleFilterError(f"role_default: {owner}'s default of {name} is a template ({value!r}), not a literal")
+            return copy.deepcopy(value)
+    raise AnsibleFilterError(f"role_default: no role under {roles} has a default for {name}")
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "service_manager": service_manager,
+            "role_default": role_default,
         }

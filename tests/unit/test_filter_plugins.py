@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,3 +61,51 @@ def test_service_manager(requested: str, fact: str | None, expected: str) -> Non
 
 def test_service_manager_without_the_fact_is_standalone() -> None:
     assert F.service_manager("auto") == "standalone"
+
+
+# ---- role_default -----------------------------------------------------------------------------
+
+
+def test_role_default_reads_the_owning_roles_defaults() -> None:
+    defaults = yaml.safe_load((REPO / "roles" / "slurm_common" / "defaults" / "main.yml").read_text())
+    assert F.role_default("slurm_common_conf_dir") == defaults["slurm_common_conf_dir"] == "/etc/slurm"
+    assert F.role_default("slurm_common_packages") == ["slurm-client", "slurm-wlm-basic-plugins"]
+
+
+def test_role_default_returns_a_copy() -> None:
+    F.role_default("slurm_common_packages").append("changed")
+    assert F.role_default("slurm_common_packages") == ["slurm-client", "slurm-wlm-basic-plugins"]
+
+
+def test_role_default_takes_the_longest_role_prefix(tmp_path: Path) -> None:
+    for role, text in (("slurm", "slurm_common_x: short\n"), ("slurm_common", "slurm_common_x: long\n")):
+        (tmp_path / role / "defaults").mkdir(parents=True)
+        (tmp_path / role / "defaults" / "main.yml").write_text(text)
+    assert F.role_default("slurm_common_x", tmp_path) == "long"
+
+
+def test_role_default_falls_back_to_a_shorter_prefix_that_defines_it(tmp_path: Path) -> None:
+    for role, text in (("slurm", "slurm_common_y: short\n"), ("slurm_common", "slurm_common_x: long\n")):
+        (tmp_path / role / "defaults").mkdir(parents=True)
+        (tmp_path / role / "defaults" / "main.yml").write_text(text)
+    assert F.role_default("slurm_common_y", tmp_path) == "short"
+
+
+@pytest.mark.parametrize("name", ["slurm_common_no_such_variable", "cluster_service_manager", "nothing", ""])
+def test_role_default_of_an_unknown_variable_fails(name: str) -> None:
+    # cluster_service_manager is common's, but without the common_ prefix: not found by name.
+    with pytest.raises(F.AnsibleFilterError, match="has a default for"):
+        F.role_default(name)
+
+
+def test_role_default_refuses_a_template_default() -> None:
+    # common_teardown_purge: "{{ teardown_purge | default(false) }}" would come back untemplated.
+    with pytest.raises(F.AnsibleFilterError, match="is a template"):
+        F.role_default("common_teardown_purge")
+
+
+def test_role_default_of_an_empty_defaults_file(tmp_path: Path) -> None:
+    (tmp_path / "empty" / "defaults").mkdir(parents=True)
+    (tmp_path / "empty" / "defaults" / "main.yml").write_text("---\n")
+    with pytest.raises(F.AnsibleFilterError):
+        F.role_default("empty_x", tmp_path)
