@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleFilterError, AnsibleUndefinedVariable
+from jinja2 import Undefined
+from jinja2.exceptions import UndefinedError
 
 ROLES_DIR = Path(__file__).resolve().parents[1] / "roles"
 
@@ -84,6 +86,41 @@ def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
     return [package for package in wanted if package not in have]
 
 
+_UNDEFINED = object()
+
+
+def _lookup(mapping: Any, key: str) -> Any:
+    """``mapping[key]``, or _UNDEFINED where Jinja's ``default()`` would take over: no such key, or a
+    value that is undefined (a template naming an undefined variable, in hostvars)."""
+    try:
+        value = mapping[key]
+    except (KeyError, IndexError, TypeError, UndefinedError, AnsibleUndefinedVariable):
+        return _UNDEFINED
+    return _UNDEFINED if isinstance(value, Undefined) else value
+
+
+def slurm_node_names(hosts: list[str], hostvars: Any) -> list[str]:
+    """Every Slurm node name of ``hosts``: each host's ``slurmd_nodes`` names, or its short host name
+    where ``slurmd_nodes`` is undefined (the slurmd role's default). In host order, duplicates kept.
+
+        __site_node_names: "{{ groups['slurm_compute'] | default([]) | slurm_node_names(hostvars) }}"
+
+    As the Jinja loop it replaces rendered under ansible-core 2.19, an entry without a (defined) name
+    is left out; the slurmd role's preflight rejects such an entry on its host.
+    """
+    names = []
+    for host in hosts:
+        host_vars = hostvars[host]
+        nodes = _lookup(host_vars, "slurmd_nodes")
+        if nodes is _UNDEFINED:
+            nodes = [{"name": host_vars["inventory_hostname_short"]}]
+        for node in nodes:
+            name = _lookup(node, "name")
+            if name is not _UNDEFINED:
+                names.append(name)
+    return names
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -92,4 +129,5 @@ class FilterModule:
             "service_manager": service_manager,
             "role_default": role_default,
             "dpkg_missing": dpkg_missing,
+            "slurm_node_names": slurm_node_names,
         }

@@ -155,3 +155,48 @@ def test_dpkg_missing_ignores_lines_that_are_not_package_lines() -> None:
 def test_dpkg_missing_needs_the_status_at_the_end() -> None:
     assert F.dpkg_missing(["munge"], ["munge=1 ii x"]) == ["munge"]
     assert F.dpkg_missing(["munge"], ["munge=1 iii "]) == ["munge"]
+
+
+# ---- slurm_node_names -------------------------------------------------------------------------
+
+
+def _hostvars(**hosts: dict) -> dict:
+    return {name: {"inventory_hostname_short": name.split(".")[0], **values} for name, values in hosts.items()}
+
+
+def test_slurm_node_names_lists_every_instance_in_host_order() -> None:
+    hostvars = _hostvars(**{
+        "c1.example.org": {"slurmd_nodes": [{"name": "node1", "port": 17001}, {"name": "node2", "port": 17002}]},
+        "c2.example.org": {},  # no slurmd_nodes: the slurmd role's default, one node named like the host
+        "c3": {"slurmd_nodes": []},  # defined and empty: no node
+    })
+    assert F.slurm_node_names(["c1.example.org", "c2.example.org", "c3"], hostvars) == ["node1", "node2", "c2"]
+    assert F.slurm_node_names(["c2.example.org", "c1.example.org"], hostvars) == ["c2", "node1", "node2"]
+
+
+def test_slurm_node_names_keeps_duplicates_for_the_uniqueness_check() -> None:
+    hostvars = _hostvars(a={"slurmd_nodes": [{"name": "n1"}]}, b={"slurmd_nodes": [{"name": "n1"}]}, c={})
+    assert F.slurm_node_names(["a", "b", "c", "c"], hostvars) == ["n1", "n1", "c", "c"]
+
+
+def test_slurm_node_names_of_no_host() -> None:
+    assert F.slurm_node_names([], {}) == []
+
+
+def test_slurm_node_names_treats_an_undefined_value_like_a_missing_one() -> None:
+    from jinja2 import Undefined
+
+    # hostvars hands out an undefined value for a template naming an undefined variable
+    hostvars = _hostvars(h4={"slurmd_nodes": Undefined()}, h5={"slurmd_nodes": [{"name": Undefined()}, {"name": "n"}]})
+    assert F.slurm_node_names(["h4", "h5"], hostvars) == ["h4", "n"]
+
+
+def test_slurm_node_names_leaves_out_entries_without_a_name() -> None:
+    # The slurmd role's preflight rejects them on their host; the list leaves them out.
+    hostvars = _hostvars(h={"slurmd_nodes": [{"port": 1}, {"name": "n2"}, "not-a-mapping"]})
+    assert F.slurm_node_names(["h"], hostvars) == ["n2"]
+
+
+def test_slurm_node_names_of_an_unknown_host_fails() -> None:
+    with pytest.raises(KeyError):
+        F.slurm_node_names(["nowhere"], {})
