@@ -200,3 +200,69 @@ def test_slurm_node_names_leaves_out_entries_without_a_name() -> None:
 def test_slurm_node_names_of_an_unknown_host_fails() -> None:
     with pytest.raises(KeyError):
         F.slurm_node_names(["nowhere"], {})
+
+
+# ---- account_id_mismatches, account_ids_taken (roles/training_env's test user) ----------------
+
+PASSWD = {
+    "root": ["x", "0", "0", "root", "/root", "/bin/bash"],
+    "nobody": ["x", "65534", "65534", "nobody", "/nonexistent", "/usr/sbin/nologin"],
+    "smoke": ["x", "64090", "64090", "", "/home/smoke", "/bin/bash"],
+    "other": ["x", "64091", "100", "", "/", "/bin/sh"],
+    "twin": ["x", "64091", "64091", "", "/", "/bin/sh"],
+}
+GROUP = {"root": ["x", "0", ""], "nogroup": ["x", "65534", ""], "smoke": ["x", "64090", ""], "grp": ["x", "64091", "a,b"]}
+
+
+def test_account_id_mismatches_of_an_account_with_the_wanted_ids() -> None:
+    assert F.account_id_mismatches("smoke", PASSWD["smoke"], GROUP["smoke"], 64090, 64090) == []
+    assert F.account_id_mismatches("smoke", PASSWD["smoke"], GROUP["smoke"], "64090", "64090") == []  # ids as strings too
+
+
+def test_account_id_mismatches_names_the_user_the_ids_found_and_expected() -> None:
+    # What tests/ansible/test_test_user_role.py reads in the play's failure message (joined with "; ").
+    assert F.account_id_mismatches("nobody", PASSWD["nobody"], [], 64190, 64190) == [
+        "user nobody has UID 65534, expected 64190",
+        "user nobody has primary GID 65534, expected 64190",
+    ]
+
+
+def test_account_id_mismatches_checks_the_group_on_its_own() -> None:
+    assert F.account_id_mismatches("smoke", [], GROUP["smoke"], 64090, 7) == ["group smoke has GID 64090, expected 7"]
+    assert F.account_id_mismatches("smoke", PASSWD["smoke"], GROUP["smoke"], 64090, 7) == [
+        "user smoke has primary GID 64090, expected 7",
+        "group smoke has GID 64090, expected 7",
+    ]
+
+
+def test_account_id_mismatches_of_missing_or_short_entries() -> None:
+    assert F.account_id_mismatches("new", [], [], 1, 1) == []
+    assert F.account_id_mismatches("odd", ["x", "5"], ["x"], 1, 1) == []  # too short to hold the ids: not compared
+
+
+def test_account_ids_taken_for_an_account_still_to_be_created() -> None:
+    assert F.account_ids_taken(PASSWD, GROUP, [], [], 64091, 64091) == [
+        "UID 64091 belongs to user other",  # every holder, in database order
+        "UID 64091 belongs to user twin",
+        "GID 64091 belongs to group grp",
+    ]
+
+
+def test_account_ids_taken_looks_only_for_what_is_missing() -> None:
+    # The user exists (its ids are account_id_mismatches' business): only the group id is looked for.
+    assert F.account_ids_taken(PASSWD, GROUP, PASSWD["other"], [], 64091, 64091) == ["GID 64091 belongs to group grp"]
+    assert F.account_ids_taken(PASSWD, GROUP, [], GROUP["grp"], 64091, 64091) == [
+        "UID 64091 belongs to user other",
+        "UID 64091 belongs to user twin",
+    ]
+    assert F.account_ids_taken(PASSWD, GROUP, PASSWD["smoke"], GROUP["smoke"], 0, 0) == []
+
+
+def test_account_ids_taken_of_free_ids() -> None:
+    assert F.account_ids_taken(PASSWD, GROUP, [], [], 64190, "64190") == []
+    assert F.account_ids_taken({}, {}, [], [], 0, 0) == []
+
+
+def test_account_ids_compare_as_strings() -> None:
+    # getent gives strings; the wanted ids may come as ints (defaults) or strings (extra vars).
+    assert F.account_ids_taken(PASSWD, GROUP, [], [], "0", 0) == ["UID 0 belongs to user root", "GID 0 belongs to group root"]
