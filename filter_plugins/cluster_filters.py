@@ -89,6 +89,17 @@ def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
 _UNDEFINED = object()
 
 
+def _jinja_int(value: Any, default: int = 0) -> int:
+    """Jinja's ``int`` filter: int(), else int(float()) ("42.23" is 42), else ``default``."""
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+
 def _lookup(mapping: Any, key: str) -> Any:
     """``mapping[key]``, or _UNDEFINED where Jinja's ``default()`` would take over: no such key, or a
     value that is undefined (a template naming an undefined variable, in hostvars)."""
@@ -162,6 +173,16 @@ def account_ids_taken(passwd: dict, group: dict, user_entry: list, group_entry: 
     return found
 
 
+def fake_gpu_stat_lines(gpus: list[dict], major: Any) -> list[str]:
+    """What ``stat --format='%n|%F|%t|%T'`` prints for each fake GPU made right: its path, a
+    character special file, and the major and minor numbers in hex (Jinja's ``int`` on both).
+
+        __slurmd_wanted: "{{ __slurmd_fake_gpus | fake_gpu_stat_lines(slurmd_fake_gpu_major) }}"
+    """
+    major_hex = "%x" % _jinja_int(major)
+    return [f"{gpu['path']}|character special file|{major_hex}|{_jinja_int(gpu['minor']):x}" for gpu in gpus]
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -173,4 +194,5 @@ class FilterModule:
             "slurm_node_names": slurm_node_names,
             "account_id_mismatches": account_id_mismatches,
             "account_ids_taken": account_ids_taken,
+            "fake_gpu_stat_lines": fake_gpu_stat_lines,
         }

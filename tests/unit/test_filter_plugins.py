@@ -266,3 +266,28 @@ def test_account_ids_taken_of_free_ids() -> None:
 def test_account_ids_compare_as_strings() -> None:
     # getent gives strings; the wanted ids may come as ints (defaults) or strings (extra vars).
     assert F.account_ids_taken(PASSWD, GROUP, [], [], "0", 0) == ["UID 0 belongs to user root", "GID 0 belongs to group root"]
+
+
+# ---- fake_gpu_stat_lines (roles/slurmd) -------------------------------------------------------
+
+
+def test_fake_gpu_stat_lines_print_major_and_minor_in_hex_like_stat() -> None:
+    gpus = [{"path": "/dev/fake-gpu/nvidia0", "minor": 0}, {"path": "/dev/fake-gpu/nvidia12", "minor": 12}]
+    assert F.fake_gpu_stat_lines(gpus, 195) == [
+        "/dev/fake-gpu/nvidia0|character special file|c3|0",
+        "/dev/fake-gpu/nvidia12|character special file|c3|c",
+    ]
+
+
+def test_fake_gpu_stat_lines_of_no_gpu() -> None:
+    assert F.fake_gpu_stat_lines([], 195) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [(255, 255), ("255", 255), ("3.7", 3), (3.7, 3), ("0x1f", 0), ("abc", 0), (None, 0), (-1, -1), (True, 1)],
+)
+def test_fake_gpu_numbers_convert_like_jinjas_int_filter(value: object, number: int) -> None:
+    # Jinja's int: strings in base 10, "42.23" -> 42, anything else 0 (the slurmd preflight rejects bad minors).
+    assert F._jinja_int(value) == number
+    assert F.fake_gpu_stat_lines([{"path": "/d", "minor": value}], value) == [f"/d|character special file|{number:x}|{number:x}"]
