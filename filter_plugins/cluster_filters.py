@@ -11,6 +11,7 @@ them directly.
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import re
@@ -183,6 +184,108 @@ def fake_gpu_stat_lines(gpus: list[dict], major: Any) -> list[str]:
     return [f"{gpu['path']}|character special file|{major_hex}|{_jinja_int(gpu['minor']):x}" for gpu in gpus]
 
 
+def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
+    """The RDMA ports ``ibv_devinfo`` lists: [{device, port, state}], in its order.
+
+    A ``hca_id:`` line starts a device, ``port:`` a port of it, and that port's ``state:`` line
+    (PORT_ACTIVE, PORT_INIT...) completes the entry; a state before any port is ignored.
+
+        nccl_ib_ports: "{{ __nccl_devinfo.stdout | default('') | ibv_devinfo_ports }}"
+    """
+    ports = []
+    device = port = ""
+    for line in text.splitlines():
+        fields = line.split()
+        if line.startswith("hca_id:") and len(fields) > 1:
+            device, port = fields[1], ""
+        elif len(fields) > 1 and fields[0] == "port:":
+            port = fields[1]
+        elif len(fields) > 1 and fields[0] == "state:" and port:
+            ports.append({"device": device, "port": port, "state": fields[1]})
+    return ports
+
+
+def ib_hca_wanted(hca: str) -> list[dict[str, Any]]:
+    """The adapters (and ports) an NCCL_IB_HCA value asks for: [{name, port, exact}].
+
+    "mlx5_0,mlx5_1:1" (prefixes of device names, optional port), "=mlx5_0" (exact names); empty, or
+    an exclusion list "^mlx5_2", asks for nothing to be checked. Blank items are skipped.
+
+        __nccl_ib_wanted: "{{ __nccl_ib_hca | ib_hca_wanted }}"
+    """
+    if not hca or hca.startswith("^"):
+        return []
+    exact = hca.startswith("=")
+    wanted = []
+    for item in (part.strip() for part in hca.lstrip("=").split(",")):
+        if item == "":
+            continue
+        parts = item.split(":")
+        wanted.append({"name": parts[0], "port": parts[1] if len(parts) > 1 else "", "exact": exact})
+    return wanted
+
+
+def ib_ports_missing(wanted: list[dict[str, Any]], active: list[dict[str, str]]) -> list[str]:
+    """The ``wanted`` adapters (ib_hca_wanted) without an ACTIVE port among ``active`` (ports of
+    ibv_devinfo_ports), as "name" or "name:port". A name matches a device exactly when ``exact``,
+    as a prefix otherwise; a wanted port must be that port.
+
+        __nccl_missing: "{{ __nccl_ib_wanted | ib_ports_missing(__nccl_active) }}"
+    """
+    def matches(want: dict[str, Any], port: dict[str, str]) -> bool:
+        device_ok = port["device"] == want["name"] if want["exact"] else port["device"].startswith(want["name"])
+        return device_ok and (not want["port"] or port["port"] == want["port"])
+
+    return [
+        want["name"] + (":" + want["port"] if want["port"] else "")
+        for want in wanted
+        if not any(matches(want, port) for port in active)
+    ]
+
+
+_SLURMD_NODE_OPTION = re.compile(r"\s-N\s*(\S+)")
+
+
+def slurmd_pids(lines: list[str], node_names: list[str], default_node: str) -> list[str]:
+    """The pids of the slurmd processes of this host's Slurm nodes, from ``pgrep --list-full``
+    lines ("PID /usr/sbin/slurmd -D -s -N node1"). A slurmd without -N serves ``default_node`` (the
+    short host name); with no ``node_names`` every slurmd counts. Blank lines are skipped.
+
+        __nccl_slurmd_pids: >-
+          {{ __nccl_slurmd_procs.stdout_lines | default([]) | slurmd_pids(__nccl_node_names, inventory_hostname_short) }}
+    """
+    pids = []
+    for line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        found = _SLURMD_NODE_OPTION.search(line)
+        node = found.group(1) if found else default_node
+        if not node_names or node in node_names:
+            pids.append(fields[0])
+    return pids
+
+
+_MEMLOCK_LINE = re.compile(r"^Max locked memory\s+(\S+)", re.MULTILINE)
+
+
+def memlock_limits(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """[{pid, memlock}] from the results of a looped ``slurp`` of /proc/PID/limits (item: the pid):
+    the soft "Max locked memory" limit ("unlimited", or bytes), "?" where the file has no such line.
+    Results without content (the process was gone) are left out.
+
+        __nccl_memlock: "{{ __nccl_slurmd_limits.results | default([]) | memlock_limits }}"
+    """
+    found = []
+    for result in results:
+        if "content" not in result:
+            continue
+        text = base64.b64decode(result["content"]).decode("utf-8", errors="surrogateescape")
+        line = _MEMLOCK_LINE.search(text)
+        found.append({"pid": result["item"], "memlock": line.group(1) if line else "?"})
+    return found
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -195,4 +298,9 @@ class FilterModule:
             "account_id_mismatches": account_id_mismatches,
             "account_ids_taken": account_ids_taken,
             "fake_gpu_stat_lines": fake_gpu_stat_lines,
+            "ibv_devinfo_ports": ibv_devinfo_ports,
+            "ib_hca_wanted": ib_hca_wanted,
+            "ib_ports_missing": ib_ports_missing,
+            "slurmd_pids": slurmd_pids,
+            "memlock_limits": memlock_limits,
         }

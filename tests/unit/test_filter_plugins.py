@@ -4,6 +4,7 @@ return what that Jinja returned."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import sys
 from pathlib import Path
@@ -291,3 +292,149 @@ def test_fake_gpu_numbers_convert_like_jinjas_int_filter(value: object, number: 
     # Jinja's int: strings in base 10, "42.23" -> 42, anything else 0 (the slurmd preflight rejects bad minors).
     assert F._jinja_int(value) == number
     assert F.fake_gpu_stat_lines([{"path": "/d", "minor": value}], value) == [f"/d|character special file|{number:x}|{number:x}"]
+
+
+# ---- ibv_devinfo_ports, ib_hca_wanted, ib_ports_missing (roles/nccl) -------------------------
+
+IBV_DEVINFO = """hca_id:\tmlx5_0
+\ttransport:\t\t\tInfiniBand (0)
+\tfw_ver:\t\t\t\t20.31.1014
+\t\tport:\t1
+\t\t\tstate:\t\t\tPORT_ACTIVE (4)
+\t\t\tmax_mtu:\t\t4096 (5)
+\t\tport:\t2
+\t\t\tstate:\t\t\tPORT_DOWN (1)
+
+hca_id:\tmlx5_1
+\t\tport:\t1
+\t\t\tstate:\t\t\tPORT_INIT (2)
+"""
+PORTS = [
+    {"device": "mlx5_0", "port": "1", "state": "PORT_ACTIVE"},
+    {"device": "mlx5_0", "port": "2", "state": "PORT_DOWN"},
+    {"device": "mlx5_1", "port": "1", "state": "PORT_INIT"},
+]
+
+
+def test_ibv_devinfo_ports() -> None:
+    assert F.ibv_devinfo_ports(IBV_DEVINFO) == PORTS
+
+
+@pytest.mark.parametrize(
+    "text", ["", "No IB devices found\n", "hca_id:\tmlx5_0\n\ttransport:\tInfiniBand (0)\n", "\t\tstate:\tPORT_ACTIVE (4)\n"]
+)
+def test_ibv_devinfo_ports_of_output_without_ports(text: str) -> None:
+    # No adapter, an adapter without ports, or a state line before any port line.
+    assert F.ibv_devinfo_ports(text) == []
+
+
+def test_ibv_devinfo_ports_needs_a_value_on_each_line() -> None:
+    # "hca_id:" or "port:" alone change nothing: the port before is still the current one.
+    text = "hca_id:\tmlx5_0\n\tport:\t1\nhca_id:\n\tport:\n\tstate:\tPORT_ACTIVE (4)\n"
+    assert F.ibv_devinfo_ports(text) == [{"device": "mlx5_0", "port": "1", "state": "PORT_ACTIVE"}]
+
+
+def test_ibv_devinfo_ports_a_new_device_resets_the_port() -> None:
+    text = "hca_id:\tmlx5_0\n\tport:\t1\nhca_id:\tmlx5_1\n\tstate:\tPORT_ACTIVE (4)\n"
+    assert F.ibv_devinfo_ports(text) == []
+
+
+@pytest.mark.parametrize(
+    ("hca", "wanted"),
+    [
+        ("", []),
+        ("^mlx5_2", []),  # an exclusion list: nothing to check
+        ("mlx5_0", [{"name": "mlx5_0", "port": "", "exact": False}]),
+        ("=mlx5_0", [{"name": "mlx5_0", "port": "", "exact": True}]),
+        ("==mlx5_0", [{"name": "mlx5_0", "port": "", "exact": True}]),
+        (
+            "mlx5_0:1,mlx5_1:1",
+            [{"name": "mlx5_0", "port": "1", "exact": False}, {"name": "mlx5_1", "port": "1", "exact": False}],
+        ),
+        (" mlx5_0 , ,mlx5_1 ", [{"name": "mlx5_0", "port": "", "exact": False}, {"name": "mlx5_1", "port": "", "exact": False}]),
+        ("mlx5_0:", [{"name": "mlx5_0", "port": "", "exact": False}]),
+        ("mlx5_0:1:x", [{"name": "mlx5_0", "port": "1", "exact": False}]),
+        ("=,", []),
+    ],
+)
+def test_ib_hca_wanted(hca: str, wanted: list) -> None:
+    assert F.ib_hca_wanted(hca) == wanted
+
+
+@pytest.mark.parametrize(
+    ("hca", "missing"),
+    [
+        ("mlx5_0", []),
+        ("mlx5", []),  # a prefix: mlx5_0 has an ACTIVE port
+        ("=mlx5", ["mlx5"]),  # an exact name: no device is called mlx5
+        ("mlx5_0:1", []),
+        ("mlx5_0:2", ["mlx5_0:2"]),  # that port is DOWN
+        ("mlx5_1", ["mlx5_1"]),  # INIT is not ACTIVE
+        ("mlx5_0,mlx5_1:1,roce", ["mlx5_1:1", "roce"]),
+        ("", []),
+    ],
+)
+def test_ib_ports_missing(hca: str, missing: list) -> None:
+    active = [port for port in F.ibv_devinfo_ports(IBV_DEVINFO) if port["state"] == "PORT_ACTIVE"]
+    assert F.ib_ports_missing(F.ib_hca_wanted(hca), active) == missing
+
+
+def test_ib_ports_missing_without_active_ports_lists_every_wanted_adapter() -> None:
+    assert F.ib_ports_missing(F.ib_hca_wanted("mlx5_0:1,mlx5_1"), []) == ["mlx5_0:1", "mlx5_1"]
+
+
+# ---- slurmd_pids, memlock_limits (roles/nccl) --------------------------------------------------
+
+PGREP = [
+    "123 /usr/sbin/slurmd -D -s -N node1",
+    "124 /usr/sbin/slurmd -D -s -Nnode2",
+    "125 /usr/sbin/slurmd -D -s",  # no -N: serves the short host name
+    "126 /usr/sbin/slurmd -D -s -N  node3 -v",
+]
+
+
+@pytest.mark.parametrize(
+    ("names", "pids"),
+    [
+        ([], ["123", "124", "125", "126"]),  # slurmd_nodes not set: every slurmd
+        (["node1", "node3"], ["123", "126"]),
+        (["h1"], ["125"]),
+        (["other"], []),
+    ],
+)
+def test_slurmd_pids(names: list[str], pids: list[str]) -> None:
+    assert F.slurmd_pids(PGREP, names, "h1") == pids
+
+
+def test_slurmd_pids_skips_blank_lines_and_takes_no_node_after_a_bare_n() -> None:
+    assert F.slurmd_pids(["", "   ", "128 /usr/sbin/slurmd -D -N"], ["h1"], "h1") == ["128"]
+    assert F.slurmd_pids([], ["h1"], "h1") == []
+
+
+def _slurped(pid: str, text: str | None) -> dict:
+    result = {"item": pid, "changed": False}
+    if text is not None:
+        result["content"] = base64.b64encode(text.encode()).decode()
+    return result
+
+
+LIMITS = (
+    "Limit                     Soft Limit           Hard Limit           Units\n"
+    "Max open files            1024                 524288               files\n"
+    "Max locked memory         {}            unlimited            bytes\n"
+)
+
+
+def test_memlock_limits_reads_the_soft_limit_of_each_process() -> None:
+    results = [_slurped("101", LIMITS.format("unlimited")), _slurped("102", LIMITS.format("8388608"))]
+    assert F.memlock_limits(results) == [{"pid": "101", "memlock": "unlimited"}, {"pid": "102", "memlock": "8388608"}]
+
+
+def test_memlock_limits_edge_cases() -> None:
+    results = [
+        _slurped("103", None),  # slurp failed (the process ended): left out
+        _slurped("104", "Limit Soft\nMax open files 1 2 files\n"),  # no such line: "?"
+        _slurped("105", ""),
+    ]
+    assert F.memlock_limits(results) == [{"pid": "104", "memlock": "?"}, {"pid": "105", "memlock": "?"}]
+    assert F.memlock_limits([]) == []
