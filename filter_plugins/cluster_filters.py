@@ -286,6 +286,44 @@ def memlock_limits(results: list[dict[str, Any]]) -> list[dict[str, str]]:
     return found
 
 
+def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
+    """The GPUs of ``nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,persistence_mode
+    --format=csv,noheader`` lines: [{index (Jinja's int), name, driver_version, bus_id,
+    persistence_mode}]. Lines with fewer than five ", "-separated fields are skipped.
+
+        __nvidia_parsed: >-
+          {{ (__nvidia_smi.stdout_lines | default([]) | nvidia_smi_gpus) if __nvidia_smi.rc | default(1) == 0 else [] }}
+    """
+    gpus = []
+    for line in lines:
+        fields = line.split(", ")
+        if len(fields) >= 5:
+            gpus.append({
+                "index": _jinja_int(fields[0]),
+                "name": fields[1],
+                "driver_version": fields[2],
+                "bus_id": fields[3],
+                "persistence_mode": fields[4],
+            })
+    return gpus
+
+
+def service_states(names: list[str], services: dict[str, Any]) -> list[str]:
+    """"NAME=STATE" for each unit name, from the service_facts ``services`` (keyed "NAME.service",
+    or "NAME"); "NAME=not installed" where neither is there or the entry has no state.
+
+        __nvidia_service_states: "{{ nvidia_services | service_states(ansible_facts.services | default({})) | join(', ') }}"
+    """
+    states = []
+    for name in names:
+        service = _lookup(services, f"{name}.service")
+        if service is _UNDEFINED:
+            service = _lookup(services, name)
+        state = _UNDEFINED if service is _UNDEFINED else _lookup(service, "state")
+        states.append(f"{name}={'not installed' if state is _UNDEFINED else state}")
+    return states
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -303,4 +341,6 @@ class FilterModule:
             "ib_ports_missing": ib_ports_missing,
             "slurmd_pids": slurmd_pids,
             "memlock_limits": memlock_limits,
+            "nvidia_smi_gpus": nvidia_smi_gpus,
+            "service_states": service_states,
         }

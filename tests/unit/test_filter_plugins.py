@@ -438,3 +438,52 @@ def test_memlock_limits_edge_cases() -> None:
     ]
     assert F.memlock_limits(results) == [{"pid": "104", "memlock": "?"}, {"pid": "105", "memlock": "?"}]
     assert F.memlock_limits([]) == []
+
+
+# ---- nvidia_smi_gpus, service_states (roles/nvidia) --------------------------------------------
+
+
+def test_nvidia_smi_gpus() -> None:
+    lines = [
+        "0, NVIDIA A100-SXM4-80GB, 535.154.05, 00000000:07:00.0, Enabled",
+        "1, NVIDIA H200, 550.54.15, 00000000:0F:00.0, Disabled",
+    ]
+    assert F.nvidia_smi_gpus(lines) == [
+        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "driver_version": "535.154.05", "bus_id": "00000000:07:00.0",
+         "persistence_mode": "Enabled"},
+        {"index": 1, "name": "NVIDIA H200", "driver_version": "550.54.15", "bus_id": "00000000:0F:00.0",
+         "persistence_mode": "Disabled"},
+    ]
+
+
+@pytest.mark.parametrize("line", ["No devices were found", "", "1,2,3,4,5", "0, a, b, c"])
+def test_nvidia_smi_gpus_skips_lines_of_fewer_than_five_fields(line: str) -> None:
+    assert F.nvidia_smi_gpus([line]) == []
+
+
+def test_nvidia_smi_gpus_index_converts_like_jinjas_int() -> None:
+    gpus = F.nvidia_smi_gpus(["x, a, b, c, d", "3.5, a, b, c, d, e", " 7, a, b, c, d"])
+    assert [gpu["index"] for gpu in gpus] == [0, 3, 7]
+    assert gpus[1]["persistence_mode"] == "d"  # a sixth field is ignored
+
+
+def test_service_states() -> None:
+    services = {
+        "nvidia-persistenced.service": {"name": "nvidia-persistenced.service", "state": "running"},
+        "nvidia-dcgm": {"name": "nvidia-dcgm", "state": "stopped"},  # service_facts without the .service suffix
+        "nvidia-fabricmanager.service": {"name": "nvidia-fabricmanager.service"},  # no state
+    }
+    names = ["nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm", "absent"]
+    assert F.service_states(names, services) == [
+        "nvidia-persistenced=running",
+        "nvidia-fabricmanager=not installed",
+        "nvidia-dcgm=stopped",
+        "absent=not installed",
+    ]
+
+
+def test_service_states_prefers_the_service_suffix_and_shows_any_state() -> None:
+    services = {"x.service": {"state": "running"}, "x": {"state": "stopped"}, "y.service": {"state": None}, "z": "odd"}
+    assert F.service_states(["x", "y", "z"], services) == ["x=running", "y=None", "z=not installed"]
+    assert F.service_states([], services) == []
+    assert F.service_states(["x"], {}) == ["x=not installed"]
