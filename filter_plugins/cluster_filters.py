@@ -5,8 +5,8 @@ ansible-lint) has them. Each filter replaces logic that was written out in Jinja
 or a ``{% set _ = list.append(...) %}`` loop, and returns exactly what that Jinja returned.
 tests/unit/test_filter_plugins.py shows each one's behaviour, edge cases included.
 
-The functions are plain Python on plain data (no Ansible objects needed), so the unit tests call
-them directly.
+The functions take plain data (lists, dicts, strings; hostvars for slurm_node_names, which a
+dict of dicts stands in for), so the unit tests call them directly, without an Ansible run.
 """
 
 from __future__ import annotations
@@ -56,17 +56,16 @@ def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
     slurm_common). Only literal defaults: one that is a template would not be templated again.
     """
     roles = Path(roles_dir) if roles_dir is not None else ROLES_DIR
-    owners = sorted(
-        (path.parents[1].name for path in roles.glob("*/defaults/main.yml") if name.startswith(path.parents[1].name + "_")),
-        key=len,
-        reverse=True,
-    )
+    roles_with_defaults = [path.parents[1].name for path in roles.glob("*/defaults/main.yml")]
+    owners = sorted((role for role in roles_with_defaults if name.startswith(role + "_")), key=len, reverse=True)
     for owner in owners:
         defaults = _defaults_of(roles / owner / "defaults" / "main.yml")
         if name in defaults:
             value = defaults[name]
             if isinstance(value, str) and ("{{" in value or "{%" in value):
-                raise AnsibleFilterError(f"role_default: {owner}'s default of {name} is a template ({value!r}), not a literal")
+                raise AnsibleFilterError(
+                    f"role_default: {owner}'s default of {name} is a template ({value!r}), not a literal"
+                )
             return copy.deepcopy(value)
     raise AnsibleFilterError(f"role_default: no role under {roles} has a default for {name}")
 
@@ -154,7 +153,9 @@ def account_id_mismatches(name: str, user_entry: list, group_entry: list, uid: A
     return found
 
 
-def account_ids_taken(passwd: dict, group: dict, user_entry: list, group_entry: list, uid: Any, gid: Any) -> list[str]:
+def account_ids_taken(
+    passwd: dict, group: dict, user_entry: list, group_entry: list, uid: Any, gid: Any
+) -> list[str]:
     """The wanted ids other accounts already hold, for a user and group still to be created.
 
     ``passwd``/``group``: the getent databases ({name: [x, id, ...]}); ``user_entry``/``group_entry``:
@@ -190,7 +191,7 @@ def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
     A ``hca_id:`` line starts a device, ``port:`` a port of it, and that port's ``state:`` line
     (PORT_ACTIVE, PORT_INIT...) completes the entry; a state before any port is ignored.
 
-        nccl_ib_ports: "{{ __nccl_devinfo.stdout | default('') | ibv_devinfo_ports }}"
+        __nccl_parsed: "{{ __nccl_devinfo.stdout | default('') | ibv_devinfo_ports }}"
     """
     ports = []
     device = port = ""
@@ -233,7 +234,10 @@ def ib_ports_missing(wanted: list[dict[str, Any]], active: list[dict[str, str]])
         __nccl_missing: "{{ __nccl_ib_wanted | ib_ports_missing(__nccl_active) }}"
     """
     def matches(want: dict[str, Any], port: dict[str, str]) -> bool:
-        device_ok = port["device"] == want["name"] if want["exact"] else port["device"].startswith(want["name"])
+        if want["exact"]:
+            device_ok = port["device"] == want["name"]
+        else:
+            device_ok = port["device"].startswith(want["name"])
         return device_ok and (not want["port"] or port["port"] == want["port"])
 
     return [
@@ -309,8 +313,8 @@ def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def service_states(names: list[str], services: dict[str, Any]) -> list[str]:
-    """"NAME=STATE" for each unit name, from the service_facts ``services`` (keyed "NAME.service",
-    or "NAME"); "NAME=not installed" where neither is there or the entry has no state.
+    """Each unit of ``names`` as "NAME=STATE", from the service_facts ``services`` (keyed
+    "NAME.service", or "NAME"); "NAME=not installed" where neither is there or it has no state.
 
         __nvidia_service_states: "{{ nvidia_services | service_states(ansible_facts.services | default({})) | join(', ') }}"
     """

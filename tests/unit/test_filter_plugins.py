@@ -487,3 +487,22 @@ def test_service_states_prefers_the_service_suffix_and_shows_any_state() -> None
     assert F.service_states(["x", "y", "z"], services) == ["x=running", "y=None", "z=not installed"]
     assert F.service_states([], services) == []
     assert F.service_states(["x"], {}) == ["x=not installed"]
+
+
+# ---- the filters and their users ----------------------------------------------------------------
+
+ANSIBLE_FILES = sorted((REPO / "roles").rglob("*.yml")) + sorted((REPO / "roles").rglob("*.j2")) + sorted(
+    (REPO / "playbooks").glob("*.yml")
+)
+
+
+def test_every_filter_is_used_by_a_role_or_playbook() -> None:
+    text = "\n".join(path.read_text(encoding="utf-8") for path in ANSIBLE_FILES)
+    unused = [name for name in F.FilterModule().filters() if f"| {name}" not in text]
+    assert not unused, f"filters no role or playbook uses: {unused}"
+
+
+def test_no_list_is_built_with_append_in_jinja() -> None:
+    # {% set _ = x.append(...) %} loops belong in filter_plugins/cluster_filters.py, with a test here.
+    for path in ANSIBLE_FILES:
+        assert ".append(" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)}: use a filter"
