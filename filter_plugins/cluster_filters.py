@@ -328,6 +328,32 @@ def service_states(names: list[str], services: dict[str, Any]) -> list[str]:
     return states
 
 
+def conf_value(text: str, key: str) -> str:
+    """The value of the first ``KEY=value`` line of a config text (nccl.conf), '' when it has none
+    (NCCL sets each key from the file only when it is not set yet: the first line wins).
+
+        __nccl_ib_hca: "{{ lookup('ansible.builtin.file', nccl_conf_src) | conf_value('NCCL_IB_HCA') }}"
+    """
+    for line in text.splitlines():
+        name, sep, rest = line.partition("=")
+        if sep and name.strip() == key:
+            return rest.strip()
+    return ""
+
+
+def ldconfig_lib_path(text: str, library: str) -> str:
+    """Where ``ldconfig -p`` says ``library`` (an exact name, e.g. libnvidia-ml.so.1) is, '' when
+    it lists no such library. Lines look like ``\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/...``.
+
+        __nvidia_so1: "{{ __nvidia_ldconfig.stdout | ldconfig_lib_path('libnvidia-ml.so.1') }}"
+    """
+    for line in text.splitlines():
+        name, _, rest = line.strip().partition(" ")
+        if name == library and " => " in rest:
+            return rest.split(" => ", 1)[1].strip()
+    return ""
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -347,4 +373,6 @@ class FilterModule:
             "memlock_limits": memlock_limits,
             "nvidia_smi_gpus": nvidia_smi_gpus,
             "service_states": service_states,
+            "conf_value": conf_value,
+            "ldconfig_lib_path": ldconfig_lib_path,
         }

@@ -1,7 +1,8 @@
-"""Run task files of this repository's roles on localhost with ansible-playbook (argv list, never a shell).
+"""Run this repository's roles on localhost with ansible-playbook (argv list, never a shell).
 
-The roles' fixed system paths are private variables (``__common_apt_dir``...); the tests point them
-into a temporary root with extra variables, which win over role variables.
+``run_tasks`` includes chosen task files of a role (the roles' fixed system paths are private
+variables such as ``__common_apt_dir``, which the tests point into a temporary root with extra
+variables); ``run_role`` applies a whole role to one or more local-connection hosts.
 """
 
 from __future__ import annotations
@@ -41,13 +42,53 @@ class PlaybookRun:
         """The output with white space collapsed, so messages can be matched whole."""
         return " ".join((self.stdout + "\n" + self.stderr).split())
 
-    def recap(self) -> dict[str, int]:
-        match = re.search(rf"^{re.escape(HOST)}\s+:\s+(.*)$", self.stdout, re.MULTILINE)
-        assert match, f"no recap for {HOST}:\n{self.stdout[-3000:]}"
+    def recap(self, host: str = HOST) -> dict[str, int]:
+        match = re.search(rf"^{re.escape(host)}\s+:\s+(.*)$", self.stdout, re.MULTILINE)
+        assert match, f"no recap for {host}:\n{self.stdout[-3000:]}"
         return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
 
     def explain(self) -> str:
         return f"exit {self.returncode}\n{self.stdout[-6000:]}\n{self.stderr[-2000:]}"
+
+
+def run_play(
+    work: Path,
+    play: dict[str, Any],
+    hosts: dict[str, dict[str, Any]],
+    extra_vars: dict[str, Any],
+    options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    timeout: int = 300,
+) -> PlaybookRun:
+    """Run one play (``hosts: all``, no facts) against local-connection ``hosts``."""
+    executable = ansible_playbook()
+    assert executable, "ansible-playbook not found"
+    work.mkdir(parents=True, exist_ok=True)
+    local = {"ansible_connection": "local", "ansible_python_interpreter": TARGET_PYTHON}
+    inventory = {"all": {"hosts": {name: {**local, **values} for name, values in hosts.items()}}}
+    (work / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    (work / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, **play}], sort_keys=False))
+    (work / "extra.json").write_text(json.dumps(extra_vars))
+    environment = dict(os.environ)
+    environment.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_LOCAL_TEMP=str(work / "ansible-tmp"),
+        **(env or {}),
+    )
+    argv = [executable, "-i", str(work / "inventory.yml"), "-e", f"@{work / 'extra.json'}", *options]
+    completed = subprocess.run(
+        [*argv, str(work / "play.yml")],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=REPO,
+        check=False,
+    )
+    return PlaybookRun(completed.returncode, completed.stdout, completed.stderr)
 
 
 def run_tasks(
@@ -59,44 +100,46 @@ def run_tasks(
     timeout: int = 300,
 ) -> PlaybookRun:
     """Include ``role``'s task files ``tasks_from`` in order (with the role's defaults and vars) on
-    a local-connection host."""
-    executable = ansible_playbook()
-    assert executable, "ansible-playbook not found"
-    work.mkdir(parents=True, exist_ok=True)
-    inventory = {
-        "all": {"hosts": {HOST: {"ansible_connection": "local", "ansible_python_interpreter": TARGET_PYTHON}}}
-    }
-    (work / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    the host ``HOST``."""
     tasks = [
-        {
-            "name": f"{role} {name}",
-            "ansible.builtin.include_role": {"name": role, "tasks_from": name, "public": True},
-        }
+        {"name": f"{role} {name}", "ansible.builtin.include_role": {"name": role, "tasks_from": name, "public": True}}
         for name in tasks_from
     ]
-    playbook = [{"name": f"{role} on {HOST}", "hosts": "all", "gather_facts": False, "tasks": tasks}]
-    (work / "play.yml").write_text(yaml.safe_dump(playbook, sort_keys=False))
-    (work / "extra.json").write_text(json.dumps(extra_vars))
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_LOCAL_TEMP=str(work / "ansible-tmp"),
-    )
-    argv = [executable, "-i", str(work / "inventory.yml"), "-e", f"@{work / 'extra.json'}", *options]
-    completed = subprocess.run(
-        [*argv, str(work / "play.yml")],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-    return PlaybookRun(completed.returncode, completed.stdout, completed.stderr)
+    play = {"name": f"{role} on {HOST}", "tasks": tasks}
+    return run_play(work, play, {HOST: {}}, extra_vars, options, timeout=timeout)
+
+
+def run_role(
+    work: Path,
+    role: str,
+    host_vars: dict[str, Any] | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    hosts: tuple[str, ...] = ("gpuhost",),
+    path_prefix: Path | None = None,
+    timeout: int = 600,
+) -> PlaybookRun:
+    """Apply ``role`` to ``hosts`` (all local connections to this machine); results as JSON."""
+    env = {"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+    if path_prefix is not None:
+        env["PATH"] = f"{path_prefix}{os.pathsep}{os.environ.get('PATH', '')}"
+    play = {"name": f"role {role}", "roles": [{"role": role}]}
+    inventory = {host: dict(host_vars or {}) for host in hosts}
+    return run_play(work, play, inventory, extra_vars or {}, env=env, timeout=timeout)
 
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+def nvidia_smi_works() -> bool:
+    """A real NVIDIA driver on this machine (then 'no driver' cases cannot be shown here)."""
+    if shutil.which("nvidia-smi") is None:
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+
+
+def write_executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path

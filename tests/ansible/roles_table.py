@@ -13,7 +13,20 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("common", "munge", "slurm_common", "slurmdbd", "slurmctld", "slurmd", "login", "training_env")
+
+
+def deploy_roles() -> tuple[str, ...]:
+    """The roles playbooks/site.yml applies, in the order its plays first name them."""
+    roles: list[str] = []
+    for play in yaml.safe_load((REPO / "playbooks" / "site.yml").read_text()):
+        for entry in play.get("roles", []):
+            name = entry if isinstance(entry, str) else entry["role"]
+            if name not in roles:
+                roles.append(name)
+    return tuple(roles)
+
+
+ROLES = deploy_roles()
 
 
 def cell(value: object) -> str:

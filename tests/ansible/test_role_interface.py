@@ -11,11 +11,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from roles_table import ROLES as DEPLOY_ROLES
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = ("common", "munge", "slurm_common", "slurmdbd", "slurmctld", "slurmd", "login", "training_env")
 # Roles of task files other roles include (include_role tasks_from): no defaults, no phases, never applied.
 LIBRARIES = ("shared",)
+# Every role of the tree: the deploy roles site.yml applies and the GPU roles (slurm_build, nvidia, nccl).
+ROLES = tuple(sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir() and path.name not in LIBRARIES))
+# Not yet held to the backslash rules below: slurm_build still writes regexes inside Jinja (build_debian.yml:
+# the nvml.h match, the contents check); its build runs only with CLUSTER_CLI_SLOW_TESTS=1, so it is changed
+# when that run can prove the change.
+BACKSLASH_RULES = tuple(role for role in ROLES if role != "slurm_build") + LIBRARIES
 PHASES = ("preflight", "install", "configure", "run")
 # Names shared across roles and fixed by docs/architecture.md, exempt from the role prefix.
 SHARED = {"cluster_service_manager"}
@@ -109,7 +115,7 @@ def test_docs_table_lists_every_variable_with_its_default() -> None:
         cells = [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) == 4 and cells[1].startswith("`"):
             rows[cells[1].strip("`")] = (cells[0], cells[2])
-    for role in ROLES:
+    for role in DEPLOY_ROLES:
         for name, value in defaults(role).items():
             assert name in rows, f"docs/roles.md has no row for {name}"
             assert rows[name][0] == role, f"{name}: documented under {rows[name][0]}, defined in {role}"
@@ -124,7 +130,7 @@ def test_no_backslash_inside_jinja_expressions() -> None:
     # decode them as escapes: a regex or SQL escape written there means different things. Backslashes
     # come from YAML strings (variables) instead. dpkg-query decodes its own \n, either way works.
     expression = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
-    for role in ROLES + LIBRARIES:
+    for role in BACKSLASH_RULES:
         for path in sorted((REPO / "roles" / role).rglob("*.yml")) + sorted((REPO / "roles" / role).rglob("*.j2")):
             for match in expression.finditer(path.read_text(encoding="utf-8")):
                 text = match.group(0).replace("${db:Status-Abbrev}\\\\n", "")
@@ -144,7 +150,7 @@ def test_no_backslash_in_bare_conditionals() -> None:
             for item in node:
                 walk(item, where)
 
-    for role in ROLES + LIBRARIES:
+    for role in BACKSLASH_RULES:
         for path, task in tasks_of(role):
             walk(task, f"{path.relative_to(REPO)}: {task.get('name')}")
 

@@ -506,3 +506,37 @@ def test_no_list_is_built_with_append_in_jinja() -> None:
     # {% set _ = x.append(...) %} loops belong in filter_plugins/cluster_filters.py, with a test here.
     for path in ANSIBLE_FILES:
         assert ".append(" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)}: use a filter"
+
+
+LDCONFIG = (
+    "3 libs found in cache `/etc/ld.so.cache'\n"
+    "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
+    "\tlibnvidia-ml.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so\n"
+    "\tlibnvidia-ml.so.1.extra (libc6,x86-64) => /opt/x/libnvidia-ml.so.1.extra\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "library", "path"),
+    [
+        (LDCONFIG, "libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"),
+        (LDCONFIG, "libnvidia-ml.so", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so"),
+        (LDCONFIG.replace("\tlibnvidia-ml.so (", "\tlibother.so ("), "libnvidia-ml.so", ""),  # only .so.1: no match
+        ("", "libnvidia-ml.so.1", ""),
+    ],
+)
+def test_ldconfig_lib_path_matches_the_exact_library_name(text, library, path):
+    assert F.ldconfig_lib_path(text, library) == path
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("# NCCL settings\nNCCL_IB_HCA=mlx5_0,mlx5_1\nNCCL_DEBUG=WARN\n", "mlx5_0,mlx5_1"),
+        ("NCCL_IB_HCA==mlx5_0:1 \n", "=mlx5_0:1"),  # an exact-name list keeps its leading '='
+        ("NCCL_DEBUG=WARN\n", ""),
+        ("NCCL_IB_HCA=a\nNCCL_IB_HCA=b\n", "a"),  # NCCL keeps the first value it sets
+    ],
+)
+def test_conf_value_reads_one_key_of_a_config_text(text, value):
+    assert F.conf_value(text, "NCCL_IB_HCA") == value

@@ -1,4 +1,4 @@
-"""Tests of the GPU roles (slurm_build, nvidia, nccl), run for real with ansible-playbook on localhost.
+"""Role tests run for real with ansible-playbook on localhost (role_runner.py).
 
 Tests that need root (files under /etc, packages) or a GPU skip with the reason; the Slurm build
 is slow and runs only with CLUSTER_CLI_SLOW_TESTS=1.

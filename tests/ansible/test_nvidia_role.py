@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpu_roles_helpers import ansible_playbook, nvidia_smi_works, run_role, write_executable
+from role_runner import ansible_playbook, nvidia_smi_works, run_role, write_executable
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gpu_roles_helpers import REPO, ansible_playbook, is_root, run_role, write_executable
+from role_runner import REPO, ansible_playbook, is_root, run_role, write_executable
 
 from cluster_cli.cluster import load_cluster
 from cluster_cli.render.nccl_conf import render_nccl_conf

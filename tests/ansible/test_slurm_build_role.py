@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gpu_roles_helpers import ansible_playbook, is_root, run_role
+from role_runner import ansible_playbook, is_root, run_role
 
 SLOW = os.environ.get("CLUSTER_CLI_SLOW_TESTS") == "1"
 SOURCES = Path("/etc/apt/sources.list.d")
