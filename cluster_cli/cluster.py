@@ -16,7 +16,7 @@ from pathlib import Path
 from cluster_cli import hostlist
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
 from cluster_cli.loader import SourceMap, parse_yaml, read_inventory_text, validate_data
-from cluster_cli.model import NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
+from cluster_cli.model import MAX_NAME_LENGTH, NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
 
 MARIADB_PORT = 3306
 
@@ -106,7 +106,6 @@ def _lookup(table: dict[str, str], key: str) -> str | None:
     return next((value for name, value in table.items() if name.lower() == lowered), None)
 
 
-MAX_NAME_LENGTH = 63  # a host name label, as `hostname -s` prints it
 MAX_PROBLEMS_PER_FIELD = 5  # a hostlist of 100,000 bad names is one mistake, not 100,000 lines
 
 

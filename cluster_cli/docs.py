@@ -65,7 +65,8 @@ slurm:
 GLOSSARY = [
     (
         "name",
-        "letters, digits, `.`, `_` and `-`, starting and ending with a letter or digit, at most 63 characters",
+        "letters, digits, `.`, `_` and `-`, starting and ending with a letter or digit, "
+        f"at most {model.MAX_NAME_LENGTH} characters",
     ),
     (
         "hostlist",

@@ -28,8 +28,9 @@ CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 APT_SUITE_PATTERN = r"^[A-Za-z0-9._~+/-]+$"
 APT_COMPONENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$"
 SLURM_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+MAX_NAME_LENGTH = 63  # a host name label, as `hostname -s` prints it
 
-Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
