@@ -15,8 +15,9 @@ from pathlib import Path
 
 from cluster_cli import hostlist
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
-from cluster_cli.loader import SourceMap, parse_yaml, read_inventory_text, validate_data
+from cluster_cli.loader import parse_yaml, read_inventory_text, validate_data
 from cluster_cli.model import MAX_NAME_LENGTH, NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
+from cluster_cli.source_map import SourceMap
 
 MARIADB_PORT = 3306
 

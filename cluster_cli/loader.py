@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,41 +18,13 @@ from pydantic import BaseModel, ValidationError
 
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
 from cluster_cli.model import CLUSTER_NAME_PATTERN, NAME_PATTERN, Inventory
+from cluster_cli.source_map import SourceMap
 
 MAX_INVENTORY_BYTES = 10 * 1024 * 1024
 PATTERN_MESSAGES = {
     NAME_PATTERN: "must be a name of letters, digits, '.', '_' or '-', starting and ending with a letter or digit",
     CLUSTER_NAME_PATTERN: "must be 1-40 lowercase letters, digits, '-' or '_', starting with a letter",
 }
-
-
-class SourceMap:
-    """Lines of the keys and values of a composed YAML document."""
-
-    def __init__(self, root: yaml.Node | None):
-        self.root = root
-
-    def line_of(self, location: Iterable[str | int]) -> int:
-        """Line of the deepest node on the path; the key's line for a mapping entry."""
-        node = self.root
-        if node is None:
-            return 1
-        line = node.start_mark.line + 1
-        for part in location:
-            if isinstance(node, yaml.MappingNode):
-                for key_node, value_node in node.value:
-                    if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
-                        line = key_node.start_mark.line + 1
-                        node = value_node
-                        break
-                else:
-                    return line
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-                node = node.value[part]
-                line = node.start_mark.line + 1
-            else:
-                return line
-        return line
 
 
 def _duplicate_keys(
