@@ -17,8 +17,8 @@ from cluster_cli import __version__
 from cluster_cli import deploy as deploy_steps
 from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult
 from cluster_cli.build import build_bundle, secrets_dir_for
-from cluster_cli.cluster import load_cluster
 from cluster_cli.errors import ClusterCliError, ExitCode
+from cluster_cli.loader import load_cluster
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
 from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_line, summary_table

@@ -11,11 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cluster_cli import hostlist
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
-from cluster_cli.loader import parse_yaml, read_inventory_text, validate_data
 from cluster_cli.model import MAX_NAME_LENGTH, NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
 from cluster_cli.source_map import SourceMap
 
@@ -495,15 +493,3 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     if checker.problems:
         raise InventoryError(checker.all_problems())
     return Cluster(inventory, file, nodes, hosts, partitions)
-
-
-def load_cluster_text(text: str, file: str) -> Cluster:
-    data, source = parse_yaml(text, file)
-    inventory = validate_data(data, source, file)
-    return resolve(inventory, source, file)
-
-
-def load_cluster(path: str | Path) -> Cluster:
-    """Read, validate and resolve an inventory file. Raises InventoryError."""
-    path = Path(path)
-    return load_cluster_text(read_inventory_text(path), str(path))

@@ -1,4 +1,4 @@
-"""Load an inventory file into the typed model, with errors that name file, line and field.
+"""Load an inventory file into the typed model and resolve it, with errors that name file, line and field.
 
 PyYAML's composed node tree keeps the line of every key and value; it is kept beside the data
 so that a validation error at ``node_groups[1].gpus.count`` points at the line it came from.
@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from cluster_cli.cluster import Cluster, resolve
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
 from cluster_cli.model import CLUSTER_NAME_PATTERN, NAME_PATTERN, Inventory
 from cluster_cli.source_map import SourceMap
@@ -217,3 +218,15 @@ def read_inventory_text(path: Path) -> str:
         return text.replace("\r\n", "\n").replace("\r", "\n")
     except OSError as error:
         raise InventoryError([Problem(str(path), 1, "(file)", f"cannot read: {error.strerror}")]) from None
+
+
+def load_cluster_text(text: str, file: str) -> Cluster:
+    data, source = parse_yaml(text, file)
+    inventory = validate_data(data, source, file)
+    return resolve(inventory, source, file)
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Read, validate and resolve an inventory file. Raises InventoryError."""
+    path = Path(path)
+    return load_cluster_text(read_inventory_text(path), str(path))

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from cluster_cli.cluster import Cluster, load_cluster
+from cluster_cli.cluster import Cluster
+from cluster_cli.loader import load_cluster
 from devtools.deploy_summary import parse_summary_line
 from testbed import Testbed
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from role_runner import REPO, ansible_playbook, is_root, run_role, write_executable
 
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.render.nccl_conf import render_nccl_conf
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")

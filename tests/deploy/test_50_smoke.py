@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
 from cluster_cli.smoke_control.target import smoke_target
 from deployed import REPO, DeployedCluster

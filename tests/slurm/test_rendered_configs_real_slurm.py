@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_cli.cluster import Cluster, load_cluster_text
+from cluster_cli.cluster import Cluster
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.render import render_configs, write_files
 from cluster_cli.secrets_store import ensure_secrets
 

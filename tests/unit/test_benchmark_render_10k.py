@@ -9,7 +9,7 @@ import pytest
 from unit_helpers import REPO
 
 from cluster_cli import hostlist
-from cluster_cli.cluster import load_cluster_text
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.render.slurm_conf import node_lines
 
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 from unit_helpers import REPO
 
-from cluster_cli.cluster import load_cluster_text
 from cluster_cli.docs import EXAMPLE, generate, main, type_text, walk
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.model import Gpus, Inventory, NodeGroup, Partition
 
 DOC = REPO / "docs" / "inventory.md"

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from unit_helpers import BASE, SHIPPED_INVENTORIES, all_paths
 
 from cluster_cli.cli import main
-from cluster_cli.cluster import Cluster, load_cluster_text
+from cluster_cli.cluster import Cluster
 from cluster_cli.errors import InventoryError
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 

@@ -27,9 +27,9 @@ from cluster_cli import deploy as deploy_module
 from cluster_cli.ansible import runner as runner_module
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
-from cluster_cli.errors import ExitCode
-from cluster_cli.cluster import Cluster, load_cluster, load_cluster_text
-from cluster_cli.errors import InventoryError
+from cluster_cli.cluster import Cluster
+from cluster_cli.errors import ExitCode, InventoryError
+from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.render import render_configs
 
 CORPUS = generate()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from unit_helpers import SHIPPED_INVENTORIES
 
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 

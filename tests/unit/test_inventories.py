@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from unit_helpers import REPO, SHIPPED_INVENTORIES
 
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 
 
 def test_every_inventory_in_the_repository_is_covered():

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_cli.cluster import load_cluster_text
 from cluster_cli.errors import InventoryError
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.render.slurm_conf import render_slurm_conf
 
 LOCAL = (Path(__file__).resolve().parents[2] / "inventories" / "local" / "inventory.yaml").read_text()

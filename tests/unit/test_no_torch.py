@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cluster_cli.ansible.variables import cluster_variables
-from cluster_cli.cluster import load_cluster_text
 from cluster_cli.errors import InventoryError
+from cluster_cli.loader import load_cluster_text
 from cluster_cli.secrets_store import ensure_secrets
 from cluster_cli.smoke import CHECKS, Verdict, run_smoke
 from cluster_cli.smoke.slurm import User

@@ -13,7 +13,7 @@ import yaml
 from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, load
 
 from cluster_cli import hostlist
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.render import RenderedFile, render_configs, write_files
 from cluster_cli.render.ansible_inventory import inventory_document, render_ansible_inventory
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
@@ -59,7 +59,7 @@ def test_same_input_gives_byte_identical_output(name):
 def test_output_does_not_depend_on_hash_seed():
     # set and dict iteration order must not leak into the files
     script = (
-        "import sys; from cluster_cli.cluster import load_cluster; from cluster_cli.render import render_configs;"
+        "import sys; from cluster_cli.loader import load_cluster; from cluster_cli.render import render_configs;"
         "from cluster_cli.render.ansible_inventory import render_ansible_inventory;"
         "c = load_cluster(sys.argv[1]);"
         "sys.stdout.write(''.join(f.content for f in render_configs(c, 'pw')) + render_ansible_inventory(c))"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from cluster_cli.ansible.variables import cluster_variables, secret_variables
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.secrets_store import ensure_secrets
 
 REPO = Path(__file__).resolve().parents[2]

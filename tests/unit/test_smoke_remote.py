@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_cli.cluster import load_cluster, load_cluster_text
 from cluster_cli.errors import ClusterCliError
+from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.smoke import CheckResult, SmokeReport, SmokeTarget, Verdict
 from cluster_cli.smoke.agent import target_from_dict
 from cluster_cli.smoke_control.remote import bundle, ssh_argv, submit_host

@@ -8,7 +8,7 @@ import pytest
 from unit_helpers import BASE, REPO, edit, load, problem, problems
 
 from cluster_cli.ansible.variables import cluster_variables
-from cluster_cli.cluster import load_cluster
+from cluster_cli.loader import load_cluster
 from cluster_cli.secrets_store import ensure_secrets
 
 

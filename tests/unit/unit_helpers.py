@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cluster_cli.cluster import Cluster, load_cluster_text
+from cluster_cli.cluster import Cluster
 from cluster_cli.errors import InventoryError
+from cluster_cli.loader import load_cluster_text
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_INVENTORIES = {
