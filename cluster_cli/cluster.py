@@ -13,8 +13,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from cluster_cli import hostlist
-from cluster_cli.errors import InventoryError, Location, Problem, format_location
+from cluster_cli.errors import Location, format_location
 from cluster_cli.model import MAX_NAME_LENGTH, NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
+from cluster_cli.resolve.problems import Problems, expand
 from cluster_cli.source_map import SourceMap
 
 MARIADB_PORT = 3306
@@ -105,40 +106,21 @@ def _lookup(table: dict[str, str], key: str) -> str | None:
     return next((value for name, value in table.items() if name.lower() == lowered), None)
 
 
-MAX_PROBLEMS_PER_FIELD = 5  # a hostlist of 100,000 bad names is one mistake, not 100,000 lines
-
-
 def _shown(name: str) -> str:
     """A name as a message quotes it: a very long one cut short."""
     return name if len(name) <= 40 else f"{name[:20]}...{name[-8:]}"
 
 
 class _Checker:
-    def __init__(self, inventory: Inventory, source: SourceMap, file: str):
+    def __init__(self, inventory: Inventory, problems: Problems):
         self.inventory = inventory
-        self.source = source
-        self.file = file
-        self.problems: list[Problem] = []
-        self.per_field: Counter[Location] = Counter()
+        self.problems = problems
 
     def fail(self, location: Location, message: str) -> None:
-        self.per_field[location] += 1
-        if self.per_field[location] <= MAX_PROBLEMS_PER_FIELD:
-            self.problems.append(Problem(self.file, self.source.line_of(location), format_location(location), message))
+        self.problems.add(location, message)
 
-    def all_problems(self) -> list[Problem]:
-        """The problems, with one line for the rest where a field had more than a few."""
-        more = [
-            Problem(
-                self.file,
-                self.source.line_of(location),
-                format_location(location),
-                f"and {count - MAX_PROBLEMS_PER_FIELD} more problems here",
-            )
-            for location, count in self.per_field.items()
-            if count > MAX_PROBLEMS_PER_FIELD
-        ]
-        return self.problems + more
+    def expand(self, location: Location, expression: str) -> list[str]:
+        return expand(self.problems, location, expression)
 
     # -- hosts ---------------------------------------------------------------------------------
     def declared_hosts(self) -> dict[str, Host]:
@@ -148,13 +130,6 @@ class _Checker:
                 self.fail(("hosts", index, "name"), f"host '{host.name}' is declared twice")
             declared[host.name] = host
         return declared
-
-    def expand(self, location: Location, expression: str) -> list[str]:
-        try:
-            return hostlist.expand(expression)
-        except hostlist.HostlistError as error:
-            self.fail(location, str(error))
-            return []
 
     # -- nodes ---------------------------------------------------------------------------------
     def resolve_nodes(self, declared: dict[str, Host]) -> list[SlurmNode]:
@@ -482,7 +457,8 @@ class _Checker:
 
 def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "<inventory>") -> Cluster:
     """Cross-check the inventory and expand it; raise InventoryError with every problem."""
-    checker = _Checker(inventory, source or SourceMap(None), file)
+    problems = Problems(source or SourceMap(None), file)
+    checker = _Checker(inventory, problems)
     declared = checker.declared_hosts()
     nodes = checker.resolve_nodes(declared)
     hosts = checker.resolve_hosts(declared, nodes)
@@ -490,6 +466,5 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     checker.check_topology(nodes)
     checker.check_overrides()
     checker.check_build()
-    if checker.problems:
-        raise InventoryError(checker.all_problems())
+    problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)
