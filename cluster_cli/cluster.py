@@ -8,13 +8,13 @@ live here and are all reported together.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from cluster_cli import hostlist
 from cluster_cli.errors import Location, format_location
-from cluster_cli.model import MAX_NAME_LENGTH, NAME_PATTERN, Host, Inventory, NodeGroup, SshSettings
+from cluster_cli.model import Host, Inventory, SshSettings
+from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.problems import Problems, expand
 from cluster_cli.source_map import SourceMap
 
@@ -53,19 +53,6 @@ MANAGED_PARTITION_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class SlurmNode:
-    """One slurmd: a Slurm node name and where it runs."""
-
-    name: str
-    group: NodeGroup
-    host: str
-    address: str
-    port: int | None
-    gpu_devices: tuple[str, ...]
-    single_host: bool
-
-
 @dataclass
 class ManagedHost:
     """A machine Ansible configures."""
@@ -97,18 +84,10 @@ class Cluster:
         return next(node for node in self.nodes if node.name == name)
 
 
-_VALID_NAME = re.compile(NAME_PATTERN)
-
-
 def _lookup(table: dict[str, str], key: str) -> str | None:
     """``table[key]`` compared without case, as Slurm compares configuration keys."""
     lowered = key.lower()
     return next((value for name, value in table.items() if name.lower() == lowered), None)
-
-
-def _shown(name: str) -> str:
-    """A name as a message quotes it: a very long one cut short."""
-    return name if len(name) <= 40 else f"{name[:20]}...{name[-8:]}"
 
 
 class _Checker:
@@ -130,108 +109,6 @@ class _Checker:
                 self.fail(("hosts", index, "name"), f"host '{host.name}' is declared twice")
             declared[host.name] = host
         return declared
-
-    # -- nodes ---------------------------------------------------------------------------------
-    def resolve_nodes(self, declared: dict[str, Host]) -> list[SlurmNode]:
-        nodes: list[SlurmNode] = []
-        seen: dict[str, Location] = {}
-        group_names: set[str] = set()
-        for index, group in enumerate(self.inventory.node_groups):
-            where: Location = ("node_groups", index)
-            if group.name in group_names:
-                self.fail(where + ("name",), f"node group '{group.name}' is declared twice")
-            group_names.add(group.name)
-            names = self.expand(where + ("nodes",), group.nodes)
-            for name in names:
-                if not _VALID_NAME.match(name):
-                    self.fail(where + ("nodes",), f"node name '{_shown(name)}' is not a valid host name")
-                elif len(name) > MAX_NAME_LENGTH:
-                    self.fail(
-                        where + ("nodes",),
-                        f"node name '{_shown(name)}' is longer than {MAX_NAME_LENGTH} characters",
-                    )
-                if name in seen:
-                    self.fail(where + ("nodes",), f"node '{_shown(name)}' is also in {format_location(seen[name])}")
-                seen[name] = where
-            nodes.extend(self.resolve_group(where, group, names, declared))
-        for name in sorted(group_names & set(seen)):
-            self.fail(("node_groups",), f"'{name}' is both a node group and a node name")
-        return nodes
-
-    def resolve_group(
-        self, where: Location, group: NodeGroup, names: list[str], declared: dict[str, Host]
-    ) -> list[SlurmNode]:
-        product = group.sockets * group.cores_per_socket * group.threads_per_core
-        if group.cpus is not None and group.cpus > product:
-            self.fail(where + ("cpus",), f"{group.cpus} CPUs but sockets x cores x threads is only {product}")
-        devices = self.group_devices(where, group, len(names))
-        single_host = group.host is not None
-        if single_host:
-            if group.host not in declared:
-                self.fail(where + ("host",), f"host '{group.host}' is not declared under hosts")
-            if group.base_port is None:
-                self.fail(where + ("base_port",), "single-host groups need base_port (one slurmd port per node)")
-            elif group.base_port + len(names) - 1 > 65535:
-                self.fail(where + ("base_port",), f"{len(names)} nodes from port {group.base_port} pass 65535")
-            if group.addresses is not None:
-                self.fail(where + ("addresses",), "single-host nodes share their host's address; remove addresses")
-        elif group.base_port is not None:
-            self.fail(where + ("base_port",), "base_port is only for single-host groups (set host)")
-        addresses = names
-        if group.addresses is not None and not single_host:
-            addresses = self.expand(where + ("addresses",), group.addresses)
-            if len(addresses) != len(names):
-                self.fail(where + ("addresses",), f"{len(addresses)} addresses for {len(names)} nodes")
-                addresses = names
-        per_node = group.gpus.count if group.gpus else 0
-        shared_devices = tuple(devices) if not single_host else ()  # every multi-host node has the same files
-        resolved = []
-        for position, name in enumerate(names):
-            if single_host:
-                node_devices = tuple(devices[position * per_node : (position + 1) * per_node]) if devices else ()
-            else:
-                node_devices = shared_devices
-            if single_host:
-                host = declared.get(str(group.host))
-                address = (host.address or host.name) if host else str(group.host)
-                port = (group.base_port or 0) + position
-                resolved.append(SlurmNode(name, group, str(group.host), address, port, node_devices, True))
-            else:
-                host_entry = declared.get(name)
-                address = host_entry.address if host_entry and host_entry.address else addresses[position]
-                resolved.append(SlurmNode(name, group, name, address, None, node_devices, False))
-        return resolved
-
-    def group_devices(self, where: Location, group: NodeGroup, node_count: int) -> list[str]:
-        gpus = group.gpus
-        if gpus is None:
-            return []
-        at = where + ("gpus",)
-        if gpus.autodetect == "nvml":
-            if gpus.devices is not None:
-                self.fail(at + ("devices",), "autodetect: nvml finds the devices; listing them too makes slurmd fail")
-            if gpus.fake:
-                self.fail(at + ("fake",), "fake devices cannot be autodetected by NVML; use autodetect: off")
-            if group.host is not None:
-                self.fail(at + ("autodetect",), "single-host groups split one machine's GPUs: list devices instead")
-            return []
-        if gpus.devices is None:
-            self.fail(at + ("devices",), "list the device files (e.g. /dev/nvidia[0-7]) or set autodetect: nvml")
-            return []
-        devices = self.expand(at + ("devices",), gpus.devices)
-        wanted = gpus.count * (node_count if group.host is not None else 1)
-        if devices and len(devices) != wanted:
-            scope = f"{gpus.count} per node x {node_count} nodes" if group.host is not None else "count"
-            self.fail(at + ("devices",), f"{len(devices)} device files but {wanted} GPUs ({scope})")
-            return []
-        if len(set(devices)) != len(devices):
-            self.fail(at + ("devices",), "device files repeat")
-            return []  # one mistake, one problem: not also "belongs to two nodes" on every host
-        for device in devices:
-            if not device.startswith("/"):
-                self.fail(at + ("devices",), f"device file '{device}' must be an absolute path")
-                break
-        return devices
 
     # -- hosts and roles -------------------------------------------------------------------------
     def resolve_hosts(self, declared: dict[str, Host], nodes: list[SlurmNode]) -> dict[str, ManagedHost]:
@@ -460,7 +337,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     problems = Problems(source or SourceMap(None), file)
     checker = _Checker(inventory, problems)
     declared = checker.declared_hosts()
-    nodes = checker.resolve_nodes(declared)
+    nodes = resolve_nodes(inventory.node_groups, declared, problems)
     hosts = checker.resolve_hosts(declared, nodes)
     partitions = checker.resolve_partitions(nodes)
     checker.check_topology(nodes)
