@@ -9,16 +9,16 @@ live here and are all reported together.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cluster_cli import hostlist
-from cluster_cli.errors import Location, format_location
-from cluster_cli.model import Host, Inventory, SshSettings
+from cluster_cli.errors import Location
+from cluster_cli.model import Inventory
+from cluster_cli.resolve.clashes import check_ports, check_shared_devices
+from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.problems import Problems, expand
 from cluster_cli.source_map import SourceMap
-
-MARIADB_PORT = 3306
 
 # slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
 MANAGED_SLURM_KEYS = {
@@ -51,19 +51,6 @@ MANAGED_PARTITION_KEYS = {
     "PartitionName": "name",
     "QOS": "qos",
 }
-
-
-@dataclass
-class ManagedHost:
-    """A machine Ansible configures."""
-
-    name: str
-    address: str
-    connection: str
-    ssh: SshSettings
-    python: str
-    roles: set[str] = field(default_factory=set)
-    slurmd_nodes: list[SlurmNode] = field(default_factory=list)
 
 
 @dataclass
@@ -100,101 +87,6 @@ class _Checker:
 
     def expand(self, location: Location, expression: str) -> list[str]:
         return expand(self.problems, location, expression)
-
-    # -- hosts ---------------------------------------------------------------------------------
-    def declared_hosts(self) -> dict[str, Host]:
-        declared: dict[str, Host] = {}
-        for index, host in enumerate(self.inventory.hosts):
-            if host.name in declared:
-                self.fail(("hosts", index, "name"), f"host '{host.name}' is declared twice")
-            declared[host.name] = host
-        return declared
-
-    # -- hosts and roles -------------------------------------------------------------------------
-    def resolve_hosts(self, declared: dict[str, Host], nodes: list[SlurmNode]) -> dict[str, ManagedHost]:
-        inventory = self.inventory
-        hosts: dict[str, ManagedHost] = {}
-        compute_nodes = {node.name: node for node in nodes if not node.single_host}
-
-        def managed(name: str) -> ManagedHost:
-            if name not in hosts:
-                entry = declared.get(name)
-                node = compute_nodes.get(name)
-                address = (entry.address if entry and entry.address else None) or (node.address if node else name)
-                hosts[name] = ManagedHost(
-                    name=name,
-                    address=address,
-                    connection=entry.connection if entry else "ssh",
-                    ssh=(entry.ssh if entry and entry.ssh else inventory.ssh),
-                    python=entry.python if entry else "/usr/bin/python3",
-                )
-            return hosts[name]
-
-        def require(location: Location, name: str | None, role: str) -> None:
-            if name is None:
-                return
-            if name not in declared and name not in compute_nodes:
-                self.fail(location, f"host '{name}' is neither declared under hosts nor a compute node")
-                return
-            managed(name).roles.add(role)
-
-        require(("controllers", "primary"), inventory.controllers.primary, "controller")
-        if inventory.controllers.backup is not None:
-            if inventory.controllers.backup == inventory.controllers.primary:
-                self.fail(("controllers", "backup"), "the backup controller must differ from the primary")
-            require(("controllers", "backup"), inventory.controllers.backup, "controller")
-        accounting = inventory.accounting
-        if accounting.enabled:
-            if accounting.host is None:
-                self.fail(("accounting", "host"), "accounting is enabled: name the database host")
-            require(("accounting", "host"), accounting.host, "database")
-        for index, name in enumerate(inventory.login):
-            if inventory.login.index(name) != index:
-                self.fail(("login", index), f"login host '{name}' is listed twice")
-            require(("login", index), name, "login")
-        for node in nodes:
-            host = managed(node.host)
-            host.roles.add("compute")
-            host.slurmd_nodes.append(node)
-        for index, declared_host in enumerate(inventory.hosts):
-            if declared_host.name not in hosts:
-                self.fail(
-                    ("hosts", index, "name"),
-                    f"host '{declared_host.name}' has no role (controller, database, login, nodes)",
-                )
-        self.check_ports(hosts)
-        return hosts
-
-    def check_ports(self, hosts: dict[str, ManagedHost]) -> None:
-        inventory = self.inventory
-        group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
-        for host in hosts.values():
-            if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles:
-                continue  # one port and one node at most: nothing can clash
-            users: dict[int, str] = {}
-            # each claim names the field that sets its port; a clash is reported at the later claim
-            claims: list[tuple[int, str, Location]] = []
-            if "controller" in host.roles:
-                claims.append((inventory.controllers.port, "slurmctld", ("controllers", "port")))
-            if "database" in host.roles:
-                claims += [
-                    (inventory.accounting.port, "slurmdbd", ("accounting", "port")),
-                    (MARIADB_PORT, "MariaDB", ("accounting", "port")),
-                ]
-            for node in host.slurmd_nodes:
-                where: Location = ("node_groups", group_index[id(node.group)])
-                if node.single_host:
-                    where += ("base_port",)
-                claims.append((node.port or inventory.slurm.slurmd_port, f"slurmd of {node.name}", where))
-            for port, user, location in claims:
-                if port in users:
-                    self.fail(location, f"port {port} on host '{host.name}' is used by both {users[port]} and {user}")
-                else:
-                    users[port] = user
-            devices = Counter(device for node in host.slurmd_nodes for device in node.gpu_devices)
-            repeated = sorted(device for device, count in devices.items() if count > 1)
-            if repeated:
-                self.fail(("node_groups",), f"device {repeated[0]} on host '{host.name}' belongs to two nodes")
 
     # -- partitions ----------------------------------------------------------------------------
     def resolve_partitions(self, nodes: list[SlurmNode]) -> dict[str, list[str]]:
@@ -336,9 +228,11 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     """Cross-check the inventory and expand it; raise InventoryError with every problem."""
     problems = Problems(source or SourceMap(None), file)
     checker = _Checker(inventory, problems)
-    declared = checker.declared_hosts()
+    declared = declared_hosts(inventory.hosts, problems)
     nodes = resolve_nodes(inventory.node_groups, declared, problems)
-    hosts = checker.resolve_hosts(declared, nodes)
+    hosts = resolve_hosts(inventory, declared, nodes, problems)
+    check_ports(inventory, hosts, problems)
+    check_shared_devices(hosts, problems)
     partitions = checker.resolve_partitions(nodes)
     checker.check_topology(nodes)
     checker.check_overrides()

@@ -1,0 +1,104 @@
+"""Managed hosts: the machines Ansible configures, and the roles (services) each one runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cluster_cli.errors import Location
+from cluster_cli.model import Host, Inventory, SshSettings
+from cluster_cli.resolve.nodes import SlurmNode
+from cluster_cli.resolve.problems import Problems
+
+
+@dataclass
+class ManagedHost:
+    """A machine Ansible configures."""
+
+    name: str
+    address: str
+    connection: str
+    ssh: SshSettings
+    python: str
+    roles: set[str] = field(default_factory=set)
+    slurmd_nodes: list[SlurmNode] = field(default_factory=list)
+
+
+def declared_hosts(hosts: list[Host], problems: Problems) -> dict[str, Host]:
+    """The entries under ``hosts`` by name; the last one where a name is declared twice."""
+    declared: dict[str, Host] = {}
+    for index, host in enumerate(hosts):
+        if host.name in declared:
+            problems.add(("hosts", index, "name"), f"host '{host.name}' is declared twice")
+        declared[host.name] = host
+    return declared
+
+
+def resolve_hosts(
+    inventory: Inventory, declared: dict[str, Host], nodes: list[SlurmNode], problems: Problems
+) -> dict[str, ManagedHost]:
+    """Every host that runs something, in the order it was first given a role."""
+    hosts = _HostTable(inventory.ssh, declared, nodes)
+    _assign_service_roles(inventory, hosts, problems)
+    for node in nodes:
+        host = hosts.managed(node.host)
+        host.roles.add("compute")
+        host.slurmd_nodes.append(node)
+    for index, declared_host in enumerate(inventory.hosts):
+        if declared_host.name not in hosts.by_name:
+            problems.add(
+                ("hosts", index, "name"),
+                f"host '{declared_host.name}' has no role (controller, database, login, nodes)",
+            )
+    return hosts.by_name
+
+
+class _HostTable:
+    """Managed hosts by name, each made the first time it is named from its entry under ``hosts``."""
+
+    def __init__(self, default_ssh: SshSettings, declared: dict[str, Host], nodes: list[SlurmNode]):
+        self.default_ssh = default_ssh
+        self.declared = declared
+        self.compute_nodes = {node.name: node for node in nodes if not node.single_host}
+        self.by_name: dict[str, ManagedHost] = {}
+
+    def managed(self, name: str) -> ManagedHost:
+        if name not in self.by_name:
+            entry = self.declared.get(name)
+            node = self.compute_nodes.get(name)
+            address = (entry.address if entry and entry.address else None) or (node.address if node else name)
+            self.by_name[name] = ManagedHost(
+                name=name,
+                address=address,
+                connection=entry.connection if entry else "ssh",
+                ssh=(entry.ssh if entry and entry.ssh else self.default_ssh),
+                python=entry.python if entry else "/usr/bin/python3",
+            )
+        return self.by_name[name]
+
+    def give_role(self, location: Location, name: str | None, role: str, problems: Problems) -> None:
+        """``name`` runs ``role``; it must be a declared host or a compute node."""
+        if name is None:
+            return
+        if name not in self.declared and name not in self.compute_nodes:
+            problems.add(location, f"host '{name}' is neither declared under hosts nor a compute node")
+            return
+        self.managed(name).roles.add(role)
+
+
+def _assign_service_roles(inventory: Inventory, hosts: _HostTable, problems: Problems) -> None:
+    """The controllers, the accounting database and the login hosts."""
+    controllers = inventory.controllers
+    hosts.give_role(("controllers", "primary"), controllers.primary, "controller", problems)
+    if controllers.backup is not None:
+        if controllers.backup == controllers.primary:
+            problems.add(("controllers", "backup"), "the backup controller must differ from the primary")
+        hosts.give_role(("controllers", "backup"), controllers.backup, "controller", problems)
+    accounting = inventory.accounting
+    if accounting.enabled:
+        if accounting.host is None:
+            problems.add(("accounting", "host"), "accounting is enabled: name the database host")
+        hosts.give_role(("accounting", "host"), accounting.host, "database", problems)
+    for index, name in enumerate(inventory.login):
+        if inventory.login.index(name) != index:
+            problems.add(("login", index), f"login host '{name}' is listed twice")
+        hosts.give_role(("login", index), name, "login", problems)
