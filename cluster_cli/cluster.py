@@ -8,7 +8,7 @@ live here and are all reported together.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 from cluster_cli import hostlist
@@ -17,6 +17,7 @@ from cluster_cli.model import Inventory
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
+from cluster_cli.resolve.partitions import resolve_partitions
 from cluster_cli.resolve.problems import Problems, expand
 from cluster_cli.source_map import SourceMap
 
@@ -88,41 +89,12 @@ class _Checker:
     def expand(self, location: Location, expression: str) -> list[str]:
         return expand(self.problems, location, expression)
 
-    # -- partitions ----------------------------------------------------------------------------
-    def resolve_partitions(self, nodes: list[SlurmNode]) -> dict[str, list[str]]:
-        by_group: dict[str, list[str]] = defaultdict(list)
-        for node in nodes:
-            by_group[node.group.name].append(node.name)
-        known = {node.name for node in nodes}
-        result: dict[str, list[str]] = {}
-        used: set[str] = set()
-        defaults = [p.name for p in self.inventory.partitions if p.default]
-        if len(defaults) > 1:
-            self.fail(("partitions",), f"only one partition can be the default, not {', '.join(defaults)}")
+    def check_partition_options(self) -> None:
         for index, partition in enumerate(self.inventory.partitions):
-            where: Location = ("partitions", index)
-            if partition.name in result:
-                self.fail(where + ("name",), f"partition '{partition.name}' is declared twice")
-            members: list[str] = []
-            for item_index, item in enumerate(partition.nodes):
-                if item in by_group:
-                    members.extend(by_group[item])
-                    continue
-                expanded = self.expand(where + ("nodes", item_index), item)
-                missing = [name for name in expanded if name not in known]
-                if missing:
-                    self.fail(where + ("nodes", item_index), f"'{missing[0]}' is neither a node group nor a node")
-                members.extend(name for name in expanded if name in known)
             for key in partition.options:
                 managed_field = _lookup(MANAGED_PARTITION_KEYS, key)
                 if managed_field is not None:
-                    self.fail(where + ("options", key), f"set it with the field '{managed_field}'")
-            result[partition.name] = list(dict.fromkeys(members))
-            used.update(members)
-        unplaced = [node.name for node in nodes if node.name not in used]
-        if unplaced:
-            self.fail(("partitions",), f"nodes in no partition: {hostlist.compress(unplaced)}")
-        return result
+                    self.fail(("partitions", index, "options", key), f"set it with the field '{managed_field}'")
 
     # -- topology ------------------------------------------------------------------------------
     def check_topology(self, nodes: list[SlurmNode]) -> None:
@@ -233,7 +205,8 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     hosts = resolve_hosts(inventory, declared, nodes, problems)
     check_ports(inventory, hosts, problems)
     check_shared_devices(hosts, problems)
-    partitions = checker.resolve_partitions(nodes)
+    partitions = resolve_partitions(inventory.partitions, nodes, problems)
+    checker.check_partition_options()
     checker.check_topology(nodes)
     checker.check_overrides()
     checker.check_build()
