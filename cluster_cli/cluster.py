@@ -8,10 +8,8 @@ live here and are all reported together.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
-from cluster_cli import hostlist
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
@@ -19,6 +17,7 @@ from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.partitions import resolve_partitions
 from cluster_cli.resolve.problems import Problems, expand
+from cluster_cli.resolve.topology import check_topology
 from cluster_cli.source_map import SourceMap
 
 # slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
@@ -96,76 +95,6 @@ class _Checker:
                 if managed_field is not None:
                     self.fail(("partitions", index, "options", key), f"set it with the field '{managed_field}'")
 
-    # -- topology ------------------------------------------------------------------------------
-    def check_topology(self, nodes: list[SlurmNode]) -> None:
-        topology = self.inventory.topology
-        if topology is None:
-            return
-        known = [node.name for node in nodes]
-        known_set = set(known)
-        covered: Counter[str] = Counter()
-        if topology.plugin == "tree":
-            if topology.blocks or topology.block_sizes:
-                self.fail(("topology", "blocks"), "blocks belong to plugin: block")
-            if not topology.switches:
-                self.fail(("topology", "switches"), "a tree topology needs switches")
-            names = [switch.name for switch in topology.switches]
-            children: dict[str, list[str]] = {}
-            for index, switch in enumerate(topology.switches):
-                where: Location = ("topology", "switches", index)
-                if names.count(switch.name) > 1 and names.index(switch.name) != index:
-                    self.fail(where + ("name",), f"switch '{switch.name}' is declared twice")
-                if (switch.nodes is None) == (switch.switches is None):
-                    self.fail(where, "a switch has either nodes (leaf) or switches (parent), not both or neither")
-                    continue
-                if switch.nodes is not None:
-                    self.count_members(where + ("nodes",), switch.nodes, known_set, covered)
-                else:
-                    kids = self.expand(where + ("switches",), str(switch.switches))
-                    for kid in kids:
-                        if kid not in names:
-                            self.fail(where + ("switches",), f"switch '{kid}' is not declared")
-                    children[switch.name] = kids
-            self.check_cycles(children)
-        else:
-            if topology.switches:
-                self.fail(("topology", "switches"), "switches belong to plugin: tree")
-            if not topology.blocks:
-                self.fail(("topology", "blocks"), "a block topology needs blocks")
-            for index, block in enumerate(topology.blocks):
-                self.count_members(("topology", "blocks", index, "nodes"), block.nodes, known_set, covered)
-        missing = [name for name in known if covered[name] == 0]
-        twice = [name for name in known if covered[name] > 1]
-        if missing:
-            self.fail(("topology",), f"nodes on no switch/block: {hostlist.compress(missing)}")
-        if twice:
-            self.fail(("topology",), f"nodes on more than one switch/block: {hostlist.compress(twice)}")
-
-    def count_members(self, location: Location, expression: str, known: set[str], covered: Counter[str]) -> None:
-        for name in self.expand(location, expression):
-            if name not in known:
-                self.fail(location, f"'{name}' is not a node")
-                return
-            covered[name] += 1
-
-    def check_cycles(self, children: dict[str, list[str]]) -> None:
-        state: dict[str, int] = {}
-
-        def visit(name: str, trail: list[str]) -> bool:
-            if state.get(name) == 1:
-                self.fail(("topology", "switches"), f"switch loop: {' -> '.join(trail + [name])}")
-                return False
-            if state.get(name) == 2:
-                return True
-            state[name] = 1
-            ok = all(visit(kid, trail + [name]) for kid in children.get(name, []))
-            state[name] = 2
-            return ok
-
-        for name in children:
-            if not visit(name, []):
-                return
-
     def check_build(self) -> None:
         build = self.inventory.slurm.build
         if self.inventory.slurm.install == "build" and build.source == "tarball":
@@ -207,7 +136,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_shared_devices(hosts, problems)
     partitions = resolve_partitions(inventory.partitions, nodes, problems)
     checker.check_partition_options()
-    checker.check_topology(nodes)
+    check_topology(inventory.topology, nodes, problems)
     checker.check_overrides()
     checker.check_build()
     problems.raise_if_any()
