@@ -1,0 +1,80 @@
+"""Free-form Slurm keys (slurm.conf, cgroup.conf overrides, partition options): none may set what the
+inventory sets from its own fields, and none may repeat another in a different case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cluster_cli.errors import Location
+from cluster_cli.model import Inventory
+from cluster_cli.resolve.problems import Problems
+
+# slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
+MANAGED_SLURM_KEYS = {
+    "AccountingStorageHost": "accounting.host",
+    "AccountingStoragePort": "accounting.port",
+    "BackupController": "controllers.backup",
+    "ClusterName": "cluster_name",
+    "ControlMachine": "controllers.primary",
+    "NodeName": "node_groups",
+    "PartitionName": "partitions",
+    "SlurmUser": "slurm.user",
+    "SlurmctldHost": "controllers.primary / controllers.backup",
+    "SlurmctldLogFile": "slurm.paths.log_dir",
+    "SlurmctldPidFile": "slurm.paths.run_dir",
+    "SlurmctldPort": "controllers.port",
+    "SlurmdLogFile": "slurm.paths.log_dir",
+    "SlurmdPidFile": "slurm.paths.run_dir",
+    "SlurmdPort": "slurm.slurmd_port",
+    "SlurmdSpoolDir": "slurm.paths.spool_dir",
+    # the roles create these directories, so they must come from slurm.paths
+    "StateSaveLocation": "slurm.paths.state_dir",
+    "TopologyPlugin": "topology.plugin",
+}
+MANAGED_PARTITION_KEYS = {
+    "Default": "default",
+    "DefaultTime": "default_time",
+    "MaxTime": "max_time",
+    "Nodes": "nodes",
+    "OverSubscribe": "oversubscribe",
+    "PartitionName": "name",
+    "QOS": "qos",
+}
+MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
+
+
+def check_overrides(inventory: Inventory, problems: Problems) -> None:
+    for index, partition in enumerate(inventory.partitions):
+        for key, field in _managed_keys(partition.options, MANAGED_PARTITION_KEYS):
+            problems.add(("partitions", index, "options", key), f"set it with the field '{field}'")
+    # Slurm reads its keys case-insensitively: `clustername` is ClusterName
+    _check_case_repeats(("slurm", "conf"), inventory.slurm.conf, problems)
+    _check_case_repeats(("cgroup", "overrides"), inventory.cgroup.overrides, problems)
+    for index, partition in enumerate(inventory.partitions):
+        _check_case_repeats(("partitions", index, "options"), partition.options, problems)
+    for location, settings, managed in (
+        (("slurm", "conf"), inventory.slurm.conf, MANAGED_SLURM_KEYS),
+        (("cgroup", "overrides"), inventory.cgroup.overrides, MANAGED_CGROUP_KEYS),
+    ):
+        for key, field in _managed_keys(settings, managed):
+            problems.add(location + (key,), f"set by the inventory: use {field}")
+
+
+def _check_case_repeats(location: Location, settings: dict[str, object], problems: Problems) -> None:
+    first: dict[str, str] = {}
+    for key in settings:
+        if key.lower() in first:
+            message = f"the same key as '{first[key.lower()]}': Slurm ignores case in keys"
+            problems.add(location + (key,), message)
+        first.setdefault(key.lower(), key)
+
+
+def _managed_keys(settings: dict[str, object], managed: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """Each key of ``settings`` that ``managed`` names, compared without case as Slurm compares keys,
+    with the field that sets it."""
+    for key in settings:
+        lowered = key.lower()
+        field = next((value for name, value in managed.items() if name.lower() == lowered), None)
+        if field is not None:
+            yield key, field
