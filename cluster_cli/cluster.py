@@ -3,23 +3,26 @@
 The inventory speaks in groups and hostlists; renderers and the Ansible inventory need the
 expanded view: which host runs which slurmd on which port with which device files.
 Cross-checks that need that view (unique names, references that exist, topology coverage)
-live here and are all reported together.
+live in cluster_cli/resolve/, one module per concern; ``resolve`` runs them and reports all
+their problems together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
 from cluster_cli.resolve.partitions import resolve_partitions
-from cluster_cli.resolve.problems import Problems, expand
+from cluster_cli.resolve.problems import Problems
+from cluster_cli.resolve.slurm_build import check_build
 from cluster_cli.resolve.topology import check_topology
 from cluster_cli.source_map import SourceMap
+
+__all__ = ["Cluster", "ManagedHost", "SlurmNode", "resolve"]
 
 
 @dataclass
@@ -40,30 +43,10 @@ class Cluster:
         return next(node for node in self.nodes if node.name == name)
 
 
-class _Checker:
-    def __init__(self, inventory: Inventory, problems: Problems):
-        self.inventory = inventory
-        self.problems = problems
-
-    def fail(self, location: Location, message: str) -> None:
-        self.problems.add(location, message)
-
-    def expand(self, location: Location, expression: str) -> list[str]:
-        return expand(self.problems, location, expression)
-
-    def check_build(self) -> None:
-        build = self.inventory.slurm.build
-        if self.inventory.slurm.install == "build" and build.source == "tarball":
-            if build.tarball_url is None:
-                self.fail(("slurm", "build", "tarball_url"), "source: tarball needs tarball_url")
-            if build.tarball_sha256 is None:
-                self.fail(("slurm", "build", "tarball_sha256"), "source: tarball needs tarball_sha256")
-
-
 def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "<inventory>") -> Cluster:
     """Cross-check the inventory and expand it; raise InventoryError with every problem."""
     problems = Problems(source or SourceMap(None), file)
-    checker = _Checker(inventory, problems)
+    # Problems on one field are listed in the order found: keep the order of these steps.
     declared = declared_hosts(inventory.hosts, problems)
     nodes = resolve_nodes(inventory.node_groups, declared, problems)
     hosts = resolve_hosts(inventory, declared, nodes, problems)
@@ -72,6 +55,6 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     partitions = resolve_partitions(inventory.partitions, nodes, problems)
     check_topology(inventory.topology, nodes, problems)
     check_overrides(inventory, problems)
-    checker.check_build()
+    check_build(inventory.slurm, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)
