@@ -81,6 +81,13 @@ def edit(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def edit_all(text: str, edits: list[tuple[str, str]]) -> str:
+    """``text`` with each ``(old, new)`` edit made in turn."""
+    for old, new in edits:
+        text = edit(text, old, new)
+    return text
+
+
 def problems(text: str, file: str = FILE) -> list[str]:
     """Every problem reported for ``text`` as ``file:line: field: message``; [] if it is valid."""
     try:
@@ -97,6 +104,11 @@ def load(text: str, file: str = FILE) -> Cluster:
 def problem(text: str, snippet: str, field: str, message: str) -> str:
     """The expected problem string at the line of ``snippet``."""
     return f"{FILE}:{line_of(text, snippet)}: {field}: {message}"
+
+
+def expected_problems(text: str, expected: list[tuple[str, str, str]]) -> list[str]:
+    """The expected problem string of each ``(snippet, field, message)``, in the order given."""
+    return [problem(text, snippet, field, message) for snippet, field, message in expected]
 
 
 def all_paths(node: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
