@@ -51,6 +51,11 @@ def _controller_host(cluster: Cluster, name: str) -> str:
 
 def global_settings(cluster: Cluster) -> dict[str, Any]:
     """Every key=value of slurm.conf outside the node and partition lines."""
+    return merge(SLURM_CONF_DEFAULTS, derived_settings(cluster), cluster.inventory.slurm.conf)
+
+
+def derived_settings(cluster: Cluster) -> dict[str, Any]:
+    """The keys taken from inventory fields (slurm_keys.py says which the inventory owns)."""
     inventory = cluster.inventory
     paths = inventory.slurm.paths
     derived: dict[str, Any] = {
@@ -76,7 +81,7 @@ def global_settings(cluster: Cluster) -> dict[str, Any]:
         )
     if inventory.topology is not None:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
-    return merge(SLURM_CONF_DEFAULTS, derived, inventory.slurm.conf)
+    return derived
 
 
 def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:

@@ -9,39 +9,7 @@ from collections.abc import Iterator
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
-
-# slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
-MANAGED_SLURM_KEYS = {
-    "AccountingStorageHost": "accounting.host",
-    "AccountingStoragePort": "accounting.port",
-    "BackupController": "controllers.backup",
-    "ClusterName": "cluster_name",
-    "ControlMachine": "controllers.primary",
-    "NodeName": "node_groups",
-    "PartitionName": "partitions",
-    "SlurmUser": "slurm.user",
-    "SlurmctldHost": "controllers.primary / controllers.backup",
-    "SlurmctldLogFile": "slurm.paths.log_dir",
-    "SlurmctldPidFile": "slurm.paths.run_dir",
-    "SlurmctldPort": "controllers.port",
-    "SlurmdLogFile": "slurm.paths.log_dir",
-    "SlurmdPidFile": "slurm.paths.run_dir",
-    "SlurmdPort": "slurm.slurmd_port",
-    "SlurmdSpoolDir": "slurm.paths.spool_dir",
-    # the roles create these directories, so they must come from slurm.paths
-    "StateSaveLocation": "slurm.paths.state_dir",
-    "TopologyPlugin": "topology.plugin",
-}
-MANAGED_PARTITION_KEYS = {
-    "Default": "default",
-    "DefaultTime": "default_time",
-    "MaxTime": "max_time",
-    "Nodes": "nodes",
-    "OverSubscribe": "oversubscribe",
-    "PartitionName": "name",
-    "QOS": "qos",
-}
-MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
+from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS
 
 
 def check_overrides(inventory: Inventory, problems: Problems) -> None:

@@ -1,0 +1,47 @@
+"""Which Slurm config keys the inventory owns: the one home of that rule.
+
+Each key below is rendered from the inventory field named beside it, so the free-form settings
+(``slurm.conf``, ``cgroup.overrides``, partition ``options``) may not set it (resolve/overrides.py
+refuses it, naming the field) and the renderers take it from that field. The renderers also
+derive a few keys the inventory may still override: ``OVERRIDABLE_DERIVED_SLURM_KEYS``.
+tests/unit/test_slurm_keys.py holds the renderers to these tables.
+"""
+
+from __future__ import annotations
+
+# slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
+MANAGED_SLURM_KEYS = {
+    "AccountingStorageHost": "accounting.host",
+    "AccountingStoragePort": "accounting.port",
+    "BackupController": "controllers.backup",
+    "ClusterName": "cluster_name",
+    "ControlMachine": "controllers.primary",
+    "NodeName": "node_groups",
+    "PartitionName": "partitions",
+    "SlurmUser": "slurm.user",
+    "SlurmctldHost": "controllers.primary / controllers.backup",
+    "SlurmctldLogFile": "slurm.paths.log_dir",
+    "SlurmctldPidFile": "slurm.paths.run_dir",
+    "SlurmctldPort": "controllers.port",
+    "SlurmdLogFile": "slurm.paths.log_dir",
+    "SlurmdPidFile": "slurm.paths.run_dir",
+    "SlurmdPort": "slurm.slurmd_port",
+    "SlurmdSpoolDir": "slurm.paths.spool_dir",
+    # the roles create these directories, so they must come from slurm.paths
+    "StateSaveLocation": "slurm.paths.state_dir",
+    "TopologyPlugin": "topology.plugin",
+}
+MANAGED_PARTITION_KEYS = {
+    "Default": "default",
+    "DefaultTime": "default_time",
+    "MaxTime": "max_time",
+    "Nodes": "nodes",
+    "OverSubscribe": "oversubscribe",
+    "PartitionName": "name",
+    "QOS": "qos",
+}
+MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
+
+# Derived from the inventory (accounting on) but a site's override wins: another storage type, or
+# more TRES to account (e.g. gres/gpu:h100 beside gres/gpu).
+OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageType", "AccountingStorageTRES"}

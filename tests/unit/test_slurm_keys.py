@@ -1,0 +1,31 @@
+"""The renderers and slurm_keys.py agree: what slurm.conf derives from inventory fields is owned
+there (or named overridable), and every owned key is rendered from its field."""
+
+from __future__ import annotations
+
+from unit_helpers import SHIPPED_INVENTORIES
+
+from cluster_cli.loader import load_cluster
+from cluster_cli.render.cgroup_conf import render_cgroup_conf
+from cluster_cli.render.slurm_conf import derived_settings, render_slurm_conf
+from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_SLURM_KEYS, OVERRIDABLE_DERIVED_SLURM_KEYS
+
+# Slurm's old spellings of SlurmctldHost: owned so that they cannot contradict it, never rendered.
+LEGACY = {"ControlMachine", "BackupController"}
+
+
+def test_every_key_slurm_conf_derives_is_owned_or_named_overridable() -> None:
+    for name in SHIPPED_INVENTORIES:
+        derived = set(derived_settings(load_cluster(SHIPPED_INVENTORIES[name])))
+        stray = derived - set(MANAGED_SLURM_KEYS) - OVERRIDABLE_DERIVED_SLURM_KEYS
+        assert not stray, f"{name}: slurm.conf derives {sorted(stray)}, which slurm_keys.py does not list"
+
+
+def test_every_owned_key_is_rendered() -> None:
+    # gpu-cluster.yaml has everything: a backup controller, accounting, a topology.
+    cluster = load_cluster(SHIPPED_INVENTORIES["gpu-cluster"])
+    keys = {line.split("=", 1)[0] for line in render_slurm_conf(cluster).splitlines() if "=" in line}
+    missing = set(MANAGED_SLURM_KEYS) - LEGACY - keys
+    assert not missing, f"owned by the inventory but not rendered: {sorted(missing)}"
+    cgroup_keys = {line.split("=", 1)[0] for line in render_cgroup_conf(cluster).splitlines() if "=" in line}
+    assert set(MANAGED_CGROUP_KEYS) <= cgroup_keys
