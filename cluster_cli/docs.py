@@ -14,7 +14,6 @@ import argparse
 import sys
 import types
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from cluster_cli import model
-from cluster_cli.model import Inventory
+from cluster_cli.model import Inventory, models_in
 
 DEFAULT_OUTPUT = Path("docs") / "inventory.md"
 
@@ -222,14 +221,6 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        yield annotation
-        return
-    for argument in typing.get_args(annotation):
-        yield from _models_in(argument)
-
-
 def walk(root: type[BaseModel] = Inventory) -> list[tuple[type[BaseModel], list[str]]]:
     """Every model reachable from ``root``, depth first in field order, with the paths it is used at."""
     order: list[type[BaseModel]] = []
@@ -250,7 +241,7 @@ def walk(root: type[BaseModel] = Inventory) -> list[tuple[type[BaseModel], list[
                 suffix = "[]"
             elif typing.get_origin(annotation) is dict:
                 suffix = ".KEY"
-            for nested in _models_in(annotation):
+            for nested in models_in(annotation):
                 visit(nested, f"{path}.{name}{suffix}" if path else f"{name}{suffix}")
 
     visit(root, "")

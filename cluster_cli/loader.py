@@ -7,8 +7,6 @@ so that a validation error at ``node_groups[1].gpus.count`` points at the line i
 from __future__ import annotations
 
 import difflib
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from cluster_cli.cluster import Cluster, resolve
 from cluster_cli.errors import InventoryError, Location, Problem, format_location
-from cluster_cli.model import CLUSTER_NAME_PATTERN, NAME_PATTERN, Inventory
+from cluster_cli.model import CLUSTER_NAME_PATTERN, NAME_PATTERN, Inventory, models_in
 from cluster_cli.source_map import SourceMap
 
 MAX_INVENTORY_BYTES = 10 * 1024 * 1024
@@ -75,23 +73,6 @@ def _check_nesting(text: str, file: str) -> None:
         return
 
 
-def _unwrap(annotation: Any) -> Any:
-    """The model class inside Optional[...], list[...], dict[str, ...] and Annotated[...]."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-            if len(members) != 1:
-                return annotation
-            annotation = members[0]
-        elif origin in (list, dict):
-            annotation = typing.get_args(annotation)[-1]
-        else:
-            return annotation
-
-
 def _model_at(location: Location) -> type[BaseModel] | None:
     model: Any = Inventory
     for part in location:
@@ -103,7 +84,8 @@ def _model_at(location: Location) -> type[BaseModel] | None:
         if field is None:
             # dict keys (e.g. thresholds.h100) stand between a field and its value model
             continue
-        model = _unwrap(field.annotation)
+        inside = list(models_in(field.annotation))
+        model = inside[0] if len(inside) == 1 else None  # a union of models: no one model to name
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 

@@ -7,6 +7,8 @@ Field descriptions are the inventory reference: docs/inventory.md is generated f
 from __future__ import annotations
 
 import re
+import typing
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -671,3 +673,13 @@ class Inventory(StrictModel):
         if errors:
             raise field_errors(Inventory, errors)
         return self
+
+
+def models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The models inside a field's type (``Optional[X]``, ``list[X]``, ``dict[str, X]``,
+    ``Annotated[X, ...]``, unions), in order: where the docs and the loader's hints look for fields."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    for argument in typing.get_args(annotation):
+        yield from models_in(argument)

@@ -9,6 +9,8 @@ tests/unit/test_slurm_keys.py holds the renderers to these tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # slurm.conf keys the inventory sets from its own fields; overriding them would let the two disagree.
 MANAGED_SLURM_KEYS = {
     "AccountingStorageHost": "accounting.host",
@@ -45,3 +47,10 @@ MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
 # Derived from the inventory (accounting on) but a site's override wins: another storage type, or
 # more TRES to account (e.g. gres/gpu:h100 beside gres/gpu).
 OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageType", "AccountingStorageTRES"}
+
+
+def find_key(names: Iterable[str], key: str) -> str | None:
+    """The name among ``names`` that is ``key`` to Slurm, which reads keys without case
+    (``killwait`` is ``KillWait``); None when there is none."""
+    wanted = key.lower()
+    return next((name for name in names if name.lower() == wanted), None)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli import __version__
+from cluster_cli.slurm_keys import find_key
 
 DELETE = None
 
@@ -36,7 +37,7 @@ def merge(defaults: Mapping[str, Any], *overrides: Mapping[str, Any]) -> dict[st
     merged: dict[str, Any] = dict(defaults)
     for layer in overrides:
         for key, value in layer.items():
-            existing = next((name for name in merged if name.lower() == key.lower()), key)
+            existing = find_key(merged, key) or key
             if value is DELETE:
                 merged.pop(existing, None)
             else:

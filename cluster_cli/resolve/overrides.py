@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
-from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS
+from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS, find_key
 
 
 def check_overrides(inventory: Inventory, problems: Problems) -> None:
@@ -42,7 +42,6 @@ def _managed_keys(settings: dict[str, object], managed: dict[str, str]) -> Itera
     """Each key of ``settings`` that ``managed`` names, compared without case as Slurm compares keys,
     with the field that sets it."""
     for key in settings:
-        lowered = key.lower()
-        field = next((value for name, value in managed.items() if name.lower() == lowered), None)
-        if field is not None:
-            yield key, field
+        name = find_key(managed, key)
+        if name is not None:
+            yield key, managed[name]
