@@ -354,6 +354,25 @@ def ldconfig_lib_path(text: str, library: str) -> str:
     return ""
 
 
+def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str]) -> list[str]:
+    """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
+    --format=%N|%T|%E`` lines: not listed, in a state that is not usable (the rule of
+    cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A node listed
+    once per partition: the last line wins (they agree).
+
+        __site_bad: "{{ __site_expected | slurm_nodes_not_ready(__site_sinfo.stdout_lines | default([])) }}"
+    """
+    from cluster_cli.smoke.node_states import is_usable  # the control node runs cluster-cli's Ansible
+
+    rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
+    ready = set()
+    for node, rest in rows.items():
+        state, _, reason = rest.partition("|")
+        if is_usable(state) and reason == "none":
+            ready.add(node)
+    return [node for node in expected if node not in ready]
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -375,4 +394,5 @@ class FilterModule:
             "service_states": service_states,
             "conf_value": conf_value,
             "ldconfig_lib_path": ldconfig_lib_path,
+            "slurm_nodes_not_ready": slurm_nodes_not_ready,
         }

@@ -1,7 +1,8 @@
 """Which Slurm node states can take a job now: the one home of that rule.
 
-The smoke suite (which nodes a check may use) and `cluster-cli status` (is the cluster healthy)
-ask it. Standard library only: it ships with the smoke package.
+The smoke suite (which nodes a check may use), `cluster-cli status` (is the cluster healthy) and
+the deploy's post-check (filter_plugins' slurm_nodes_not_ready) ask it. Standard library only: it
+ships with the smoke package.
 """
 
 from __future__ import annotations

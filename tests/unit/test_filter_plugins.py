@@ -540,3 +540,17 @@ def test_ldconfig_lib_path_matches_the_exact_library_name(text, library, path):
 )
 def test_conf_value_reads_one_key_of_a_config_text(text, value):
     assert F.conf_value(text, "NCCL_IB_HCA") == value
+
+
+@pytest.mark.parametrize(
+    ("lines", "not_ready"),
+    [
+        (["node1|idle|none", "node2|mixed|none", "node3|allocated|none"], []),
+        (["node1|idle*|none", "node2|idle|none", "node3|idle|none"], ["node1"]),  # not responding
+        (["node1|drained|maintenance", "node2|idle|none"], ["node1", "node3"]),  # drained; node3 unlisted
+        (["node1|idle|Low RealMemory", "node2|idle|none", "node3|idle|none"], ["node1"]),  # a reason
+        (["node1|down|none", "node1|idle|none", "node2|idle|none", "node3|idle|none"], []),  # last row wins
+    ],
+)
+def test_slurm_nodes_not_ready_follows_the_usable_state_rule(lines, not_ready):
+    assert F.slurm_nodes_not_ready(["node1", "node2", "node3"], lines) == not_ready
