@@ -12,9 +12,8 @@
 #                   (default: `torchrun` from PATH)
 #   NPROC_PER_NODE  ranks per node (default: GPUs allocated on the node, else 1)
 #   LAUNCH_NODES    nodes for this launch (default: all of the job's; 1 for a baseline run)
-#   RDZV_PORT       first rendezvous port, +1 per launch (default: a port the kernel says is
-#                   free on the head node, when this batch shell runs there; else 29500 + job id
-#                   mod 1500 x 2 + launch, below the kernel's ephemeral range)
+#   RDZV_PORT       first rendezvous port, +1 per launch (default: 29500 + job id mod 1500 x 2
+#                   + launch, below the kernel's ephemeral range, checked free on the head node)
 #
 # and `launch_for_result RESULT SCRIPT [ARGS...]`: srun_torchrun SCRIPT --out RESULT ARGS, where
 # a launch that fails after RESULT was written is not a failure of the job script: rank 0 writes
@@ -24,19 +23,31 @@
 TRAINING_DIR=${TRAINING_DIR:-$SLURM_SUBMIT_DIR}
 _launch_count=0
 
-# A fixed formula can land on a port another program listens on (the old 29500 + id mod 20000
-# reached into the ephemeral range), and the launch then fails on a healthy cluster.
+# The port comes from below the kernel's ephemeral range (32768 and up by default), which no
+# socket gets without asking for that number: a port the kernel hands out (bind to 0) can be
+# handed to srun's own listeners a moment later, and the agents then wait on a socket that is not
+# their store (a silent rendezvous hang, seen once in 50 smoke rounds). On the head node the
+# candidate is checked free; a taken one moves on by 2, at most 20 times.
 rendezvous_port() {
-    local head=$1 free=""
+    local head=$1 port tries=0
     if [ -n "${RDZV_PORT:-}" ]; then
         echo $((RDZV_PORT + _launch_count))
         return
     fi
+    port=$((29500 + SLURM_JOB_ID % 1500 * 2 + _launch_count))
     if [ "${SLURMD_NODENAME:-}" = "$head" ]; then
-        free=$("${TRAIN_PYTHON:-python3}" -c \
-            'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])' 2>/dev/null) || free=""
+        while [ "$tries" -lt 20 ] && ! port_free "$port"; do
+            port=$((29500 + (port - 29500 + 2) % 3000))
+            tries=$((tries + 1))
+        done
     fi
-    echo "${free:-$((29500 + SLURM_JOB_ID % 1500 * 2 + _launch_count))}"
+    echo "$port"
+}
+
+# port_free PORT: nothing on this host is bound to it (asked of the kernel with a bind).
+port_free() {
+    "${TRAIN_PYTHON:-python3}" -c \
+        'import socket, sys; s = socket.socket(); s.bind(("", int(sys.argv[1])))' "$1" 2>/dev/null
 }
 
 srun_torchrun() {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -56,14 +57,17 @@ def test_rendezvous_port_follows_rdzv_port_then_counts_launches():
     assert done.stdout.split() == ["31000", "31001"]
 
 
-def test_on_the_head_node_the_port_is_one_the_kernel_says_is_free():
-    done = bash("rendezvous_port node1", SLURMD_NODENAME="node1")
-    port = int(done.stdout)
-    low, _high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    assert port >= low  # the kernel's choice, not the fallback formula
+def test_on_the_head_node_a_taken_port_is_passed_over_for_a_free_one():
+    expected = 29500 + 1234 % 1500 * 2
+    with socket.socket() as taken:
+        taken.bind(("", expected))
+        taken.listen()
+        port = int(bash("rendezvous_port node1", SLURMD_NODENAME="node1").stdout)
+    assert port == expected + 2
+    assert int(bash("rendezvous_port node1", SLURMD_NODENAME="node1").stdout) == expected  # free again
 
 
-def test_elsewhere_the_fallback_ports_stay_below_the_ephemeral_range_and_apart():
+def test_ports_stay_below_the_ephemeral_range_and_apart():
     low, _high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     seen: list[int] = []
     for job in ("1498", "1499", "1500"):
