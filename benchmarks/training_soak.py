@@ -6,8 +6,8 @@ Each round is one `cluster-cli smoke INVENTORY --only CHECKS --json F`, as a use
 table counts, per check, the rounds that passed, passed with a warning (a job that ended badly
 after its results were complete) and failed, with the median check time; every failure is listed
 with its reason. The run goes on after a failure, so the count says how often, not only whether.
---write puts the table in docs/benchmarks.md under "Training checks: rounds in a row". Exit 1
-when any round failed.
+--write puts the table in docs/benchmarks.md under "Training checks: rounds in a row", rewritten
+after every round. Exit 1 when any round failed.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def table(rounds: int, tally: dict[str, Counter], times: dict[str, list[float]],
     lines = [
         SECTION,
         "",
-        f"Measured by `benchmarks/training_soak.py -n {rounds}` on {started}; each round is one "
+        f"Measured by `benchmarks/training_soak.py`: {rounds} rounds from {started}; each round is one "
         f"`cluster-cli smoke --only {CHECKS}` on the deployed 3-node local cluster (gloo on CPU).",
         f"A round took {statistics.median(wall):.1f} s wall (median; {min(wall):.1f}-{max(wall):.1f} s) "
         f"and {statistics.median(cpu):.1f} CPU-s of the smoke process tree (its Slurm jobs' CPU is the daemons').",
@@ -109,10 +109,10 @@ def main() -> None:
                     failures.append(f"round {number}, {check['name']} ({outcome(check)}): {what}")
             print(f"round {number}: " + ", ".join(f"{c['name']} {outcome(c)}" for c in checks)
                   + f" ({wall:.1f} s)", flush=True)
-    text = table(options.rounds, tally, times, failures, walls, cpus, started)
-    print(text)
-    if options.write:
-        BENCHMARKS.write_text(replace_section(BENCHMARKS.read_text(), text))
+            if options.write:  # after every round: a run cut short still leaves what it measured
+                text = table(number, tally, times, failures, walls, cpus, started)
+                BENCHMARKS.write_text(replace_section(BENCHMARKS.read_text(), text))
+    print(table(options.rounds, tally, times, failures, walls, cpus, started))
     raise SystemExit(1 if any(counts["fail"] for counts in tally.values()) else 0)
 
 
