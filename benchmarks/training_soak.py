@@ -63,7 +63,7 @@ def table(rounds: int, tally: dict[str, Counter], times: dict[str, list[float]],
     lines = [
         SECTION,
         "",
-        f"Measured by `benchmarks/training_soak.py`: {rounds} rounds from {started}; each round is one "
+        f"Measured by `benchmarks/training_soak.py`: {rounds} rounds on {started}; each round is one "
         f"`cluster-cli smoke --only {CHECKS}` on the deployed 3-node local cluster (gloo on CPU).",
         f"A round took {statistics.median(wall):.1f} s wall (median; {min(wall):.1f}-{max(wall):.1f} s) "
         f"and {statistics.median(cpu):.1f} CPU-s of the smoke process tree (its Slurm jobs' CPU is the daemons').",
