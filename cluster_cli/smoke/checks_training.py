@@ -103,17 +103,18 @@ def _on_evidence(
 
 def _run_simple(
     ctx: CheckContext, check: str, env: dict[str, str] | None = None
-) -> tuple[str, Path, Path, JobInfo, dict[str, Any] | None]:
+) -> tuple[Path, JobInfo, dict[str, Any] | None]:
+    """Submit, wait; the job's output file, its end, and the result it wrote (None without one)."""
     job, work, output = submit(ctx, check, env)
     info = ctx.session.wait(job, ctx.remaining())
-    return job, work, output, info, read_json(work / f"{check}-{job}.json")
+    return output, info, read_json(work / f"{check}-{job}.json")
 
 
 def check_allreduce(ctx: CheckContext) -> CheckResult:
     """all_reduce over every node; busbw at the largest payload against the GPU type's floor."""
     if ctx.torch_problem:
         return CheckResult("allreduce", Verdict.FAIL, ctx.torch_problem)
-    _, _, output, info, result = _run_simple(ctx, "allreduce")
+    output, info, result = _run_simple(ctx, "allreduce")
     return _on_evidence(
         "allreduce",
         info,
@@ -148,7 +149,7 @@ def check_fsdp(ctx: CheckContext) -> CheckResult:
     if ctx.torch_problem:
         return CheckResult("fsdp", Verdict.FAIL, ctx.torch_problem)
     checkpoint = ctx.run_dir / "fsdp" / "checkpoint"
-    _, _, output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
+    output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
     return _on_evidence(
         "fsdp", info, output, result is not None, "no FSDP result", lambda: judge.judge_fsdp(result or {})
     )
@@ -236,8 +237,13 @@ def check_gpu(ctx: CheckContext) -> CheckResult:
         return CheckResult("gpu", Verdict.SKIP, "the GPUs are fake device files: nothing to measure")
     if ctx.torch_problem:
         return CheckResult("gpu", Verdict.FAIL, ctx.torch_problem)
-    job, _, output, info, result = _run_simple(ctx, "gpu")
-    if info.state != "COMPLETED" or result is None:
-        return job_failure("gpu", info, output, "no GPU result")
-    names = [gpu.get("gpu_name") for gpu in result.get("gpus", [])]
-    return _finish(judge.judge_gpu(result, ctx.thresholds(names[0] if names else None)), job, output)
+    output, info, result = _run_simple(ctx, "gpu")
+    names = [gpu.get("gpu_name") for gpu in (result or {}).get("gpus", [])]
+    return _on_evidence(
+        "gpu",
+        info,
+        output,
+        result is not None,
+        "no GPU result",
+        lambda: judge.judge_gpu(result or {}, ctx.thresholds(names[0] if names else None)),
+    )
