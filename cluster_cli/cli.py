@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -15,13 +16,22 @@ from rich.console import Console
 
 from cluster_cli import __version__
 from cluster_cli import deploy as deploy_steps
+from cluster_cli import nodes as node_steps
 from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult
 from cluster_cli.build import build_bundle, secrets_dir_for
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.loader import load_cluster
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
-from cluster_cli.progress import PlaybookProgress, SmokeProgress, node_table, summary_line, summary_table
+from cluster_cli.plan import Impact
+from cluster_cli.progress import (
+    PlaybookProgress,
+    SmokeProgress,
+    node_table,
+    print_plan,
+    summary_line,
+    summary_table,
+)
 from cluster_cli.smoke import (
     CHECKS,
     SmokeSetupError,
@@ -126,9 +136,20 @@ def _run_playbook(
     cluster = load_cluster(inventory)
     console = Console(highlight=False)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
-    size = f"{len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes"
-    console.print(f"{title} cluster '{cluster.name}' ({size})")
+    _print_header(console, title, prepared)
+    return _run_prepared(console, prepared, playbook, title, options, verbose, extra_vars)
+
+
+def _print_header(console: Console, title: str, prepared: deploy_steps.Prepared) -> None:
+    cluster = prepared.cluster
+    console.print(f"{title} cluster '{cluster.name}' ({len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes)")
     console.print(f"rendered configuration: {prepared.bundle.directory}")
+
+
+def _run_prepared(
+    console: Console, prepared: deploy_steps.Prepared, playbook: str, title: str, options: PlaybookOptions,
+    verbose: int, extra_vars: dict[str, object] | None = None,
+) -> PlaybookResult:
     progress = PlaybookProgress(console, verbose=verbose > 0)
     extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
     try:
@@ -152,14 +173,66 @@ def _run_playbook(
 
 @main.command()
 @inventory_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--diff/--no-diff", "show_diff", default=True, help="Show file differences (secrets masked).")
+@click.option(
+    "--build-dir", type=click.Path(file_okay=False, path_type=Path),
+    help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
+)
+def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None) -> None:
+    """What deploy would change on each host, and its impact; changes nothing.
+
+    Exit 0: nothing to change; 3: changes pending; 1: a host could not be probed or holds
+    another cluster's state; 2: invalid inventory.
+    """
+    cluster = load_cluster(inventory)
+    prepared = deploy_steps.prepare(cluster, inventory, build_dir)
+    found, _ = deploy_steps.current_plan(prepared)
+    if as_json:
+        click.echo(json.dumps(found.to_json(), indent=2, sort_keys=True))
+    else:
+        print_plan(Console(highlight=False), found, show_diff)
+    raise SystemExit(found.exit_code)
+
+
+@main.command()
+@inventory_argument
 @_playbook_options
+@click.option("--full", is_flag=True, help="Run the whole playbook on every host, even when the plan finds nothing.")
+@click.option("--wait", "wait_s", type=float, help="Wait up to SECONDS for the jobs on nodes being removed.")
+@click.option("--force", is_flag=True, help="Requeue the jobs on nodes being removed.")
 def deploy(
     inventory: Path, check: bool, diff: bool, limit: str | None, tags: str | None, verbose: int,
-    build_dir: Path | None,
+    build_dir: Path | None, full: bool, wait_s: float | None, force: bool,
 ) -> None:
-    """Validate, render, and install and start the whole cluster with Ansible."""
-    options = PlaybookOptions(check=check, diff=diff, limit=limit, tags=tags, verbosity=max(verbose - 1, 0))
-    _run_playbook(inventory, "site.yml", "Deploy", build_dir, options, verbose)
+    """Validate, render, plan, and apply what the plan says (all of site.yml with --full).
+
+    --check prints the plan and changes nothing (with --full: Ansible's check mode).
+    """
+    cluster = load_cluster(inventory)
+    console = Console(highlight=False)
+    prepared = deploy_steps.prepare(cluster, inventory, build_dir)
+    _print_header(console, "Deploy", prepared)
+    found, files = deploy_steps.current_plan(prepared)
+    if check and not full:
+        print_plan(console, found, diff)
+        raise SystemExit(found.exit_code)
+    if found.conflicts or found.unreachable:
+        print_plan(console, found, False)
+        raise ClusterCliError("nothing was changed: " + "; ".join(found.conflicts + list(found.unreachable)))
+    if not found.changes and not full:
+        console.print("0 changes: every host matches the inventory; no playbook run (--full runs it anyway)")
+        return
+    print_plan(console, found, diff)
+    removed = [change.subject for change in found.by_impact(Impact.NODE_REMOVE)]
+    if removed and not check:
+        requeued = deploy_steps.retire_nodes(cluster, removed, wait_s, force)
+        console.print(f"drained {', '.join(removed)}" + (f"; requeued jobs {', '.join(requeued)}" if requeued else ""))
+    scope = None if full or limit else ",".join(found.hosts_to_apply())
+    options = PlaybookOptions(check=check, diff=diff, limit=limit or scope, tags=tags, verbosity=max(verbose - 1, 0))
+    _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose)
+    if not check and not limit and not tags:
+        deploy_steps.record_deployed(prepared, files, list(cluster.hosts) if scope is None else found.hosts_to_apply())
 
 
 @main.command()
@@ -248,6 +321,48 @@ def smoke(
     )
     if not report.ok:
         raise SystemExit(ExitCode.FAILURE)
+
+
+@main.group()
+def nodes() -> None:
+    """List, drain and resume the nodes of a running cluster."""
+
+
+@nodes.command("list")
+@inventory_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the nodes as JSON.")
+def nodes_list(inventory: Path, as_json: bool) -> None:
+    """Each node's state, drain reason, who set it and when (as slurmctld reports them)."""
+    found = node_steps.list_nodes(load_cluster(inventory))
+    if as_json:
+        click.echo(json.dumps([asdict(node) for node in found], indent=2, sort_keys=True))
+        return
+    for node in found:
+        by = f"  (set by {node.set_by} {node.since})" if node.reason else ""
+        click.echo(f"{node.name:16} {node.state:12} {node.reason}{by}".rstrip())
+
+
+@nodes.command("drain")
+@inventory_argument
+@click.argument("names")
+@click.option("--reason", required=True, help="Why (stored as 'cluster-cli: REASON').")
+def nodes_drain(inventory: Path, names: str, reason: str) -> None:
+    """Drain NAMES (a hostlist, e.g. gpu[001-004]): running jobs finish, no new ones start."""
+    cluster = load_cluster(inventory)
+    selected = node_steps.select(cluster, names)
+    node_steps.drain(cluster, selected, reason)
+    click.echo(f"drained {', '.join(selected)}: {node_steps.REASON_PREFIX} {reason}")
+
+
+@nodes.command("resume")
+@inventory_argument
+@click.argument("names")
+@click.option("--force", is_flag=True, help="Also lift drains that cluster-cli did not set.")
+def nodes_resume(inventory: Path, names: str, force: bool) -> None:
+    """Resume NAMES; a drain someone else set is refused without --force (exit 2)."""
+    cluster = load_cluster(inventory)
+    resumed = node_steps.resume(cluster, node_steps.select(cluster, names), force)
+    click.echo(f"resumed {', '.join(resumed)}" if resumed else "nothing to resume")
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""deploy / teardown: validate, render into the build directory, run the playbook, report."""
+"""deploy / teardown: render into the build directory, plan, retire removed nodes, run the playbook."""
 
 from __future__ import annotations
 
@@ -18,9 +18,14 @@ from cluster_cli.ansible.runner import (
     run_ad_hoc,
     run_playbook,
 )
+from cluster_cli import nodes
 from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster
+from cluster_cli.deployed import load_record
+from cluster_cli.errors import ClusterCliError, ExitCode
+from cluster_cli.host_files import HostFile
 from cluster_cli.paths import cluster_state_dir, default_build_dir
+from cluster_cli.plan import Plan, plan_cluster
 
 LOG_TAIL_LINES = 20
 
@@ -100,3 +105,49 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
         )
         tails.append((path, output if code == 0 else f"(could not read: {output[:200]})"))
     return tails
+
+
+def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:
+    """Probe every host and compare it with the rendered build: what a deploy would change."""
+    rendered = {item.path: item.content for item in prepared.bundle.files}
+    munge_key = prepared.bundle.secrets.munge_key_path.read_bytes()
+    record = load_record(cluster_state_dir(prepared.cluster.name))
+    return plan_cluster(prepared.cluster, rendered, munge_key, record)
+
+
+def record_deployed(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
+    """Remember what the hosts now hold, so a later plan can tell a hand edit from a change."""
+    record = load_record(cluster_state_dir(prepared.cluster.name))
+    record.forget([host for host in record.hosts if host not in prepared.cluster.hosts])
+    record.update(files, hosts)
+    record.save()
+
+
+class JobsStillRunning(ClusterCliError):
+    """Nodes to remove still run jobs: they are drained, and the deploy stops before changing anything."""
+
+    exit_code = ExitCode.CHANGES
+
+
+def retire_nodes(cluster: Cluster, names: list[str], wait_s: float | None, requeue_jobs: bool) -> list[str]:
+    """Drain the nodes the inventory no longer has and make sure no job runs on them.
+
+    Their jobs are requeued with ``requeue_jobs``, waited for up to ``wait_s`` seconds with a
+    wait, and otherwise the deploy stops (JobsStillRunning) with the nodes drained, so that it
+    can be run again once the jobs end. Returns the job ids requeued."""
+    nodes.drain(cluster, names, "removed from the inventory")
+    busy = {node: jobs for node, jobs in nodes.running_jobs(cluster, names).items() if jobs}
+    requeued: list[str] = []
+    if busy and requeue_jobs:
+        requeued = sorted({job for jobs in busy.values() for job in jobs})
+        nodes.requeue(cluster, requeued)
+        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=120)
+    elif busy and wait_s is not None:
+        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=wait_s)
+    if busy:
+        held = "; ".join(f"{node}: job {', '.join(jobs)}" for node, jobs in sorted(busy.items()))
+        raise JobsStillRunning(
+            f"drained the nodes to remove, but jobs still run on them ({held}). Nothing else was changed: "
+            f"run deploy again when they end, or with --wait SECONDS, or with --force to requeue them."
+        )
+    return requeued

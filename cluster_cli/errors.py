@@ -42,11 +42,13 @@ class Problem:
 
 
 class ExitCode(IntEnum):
-    """What `cluster-cli` returns, for scripts: 0 ok, 1 the operation failed, 2 bad input."""
+    """What `cluster-cli` returns, for scripts: 0 ok (nothing to change), 1 the operation failed
+    (or a host could not be probed), 2 bad input, 3 `plan`: changes are pending."""
 
     OK = 0
     FAILURE = 1
     INVALID = 2
+    CHANGES = 3
 
 
 class ClusterCliError(Exception):
@@ -57,6 +59,12 @@ class ClusterCliError(Exception):
     def report(self) -> str:
         """What the user is told (stderr)."""
         return f"error: {self}"
+
+
+class RefusedError(ClusterCliError):
+    """A request refused before anything was touched: an unknown node, a drain that is not ours."""
+
+    exit_code = ExitCode.INVALID
 
 
 class InventoryError(ClusterCliError):

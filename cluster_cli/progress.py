@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cluster_cli.ansible.runner import PlaybookResult
+from cluster_cli.plan import Plan
 from cluster_cli.smoke import SmokeEvent
 from cluster_cli.status import ClusterStatus
 
@@ -104,3 +105,35 @@ class SmokeProgress:
             f"({result.duration_s:.1f} s)",
             highlight=False,
         )
+
+
+IMPACT_STYLE = {"none": "green", "reconfigure": "cyan", "drift": "red", "node remove": "magenta"}
+
+
+def plan_table(plan: Plan) -> Table:
+    """One row per change: host, what, impact class, why."""
+    table = Table(title=f"plan for cluster '{plan.cluster}' (Slurm {plan.slurm_version or 'not installed'})",
+                  title_justify="left")
+    for column in ("host", "what", "impact", "detail"):
+        table.add_column(column)
+    for change in plan.changes:
+        style = IMPACT_STYLE.get(change.impact.value, "yellow")
+        table.add_row(change.host, change.subject, f"[{style}]{change.impact.value}[/{style}]", change.detail)
+    return table
+
+
+def print_plan(console: Console, plan: Plan, show_diff: bool) -> None:
+    for host, reason in sorted(plan.unreachable.items()):
+        console.print(f"[red]{host}: cannot be probed: {reason}[/red]")
+    for conflict in plan.conflicts:
+        console.print(f"[red]conflict: {conflict}[/red]")
+    if plan.changes:
+        console.print(plan_table(plan))
+    if show_diff:
+        for change in plan.changes:
+            if change.diff:
+                console.print(f"--- {change.host}: {change.subject}", markup=False)
+                console.print(change.diff, markup=False, soft_wrap=True)
+    running = len(plan.jobs)
+    console.print(f"{len(plan.changes)} change{'s' if len(plan.changes) != 1 else ''} pending; "
+                  f"{running} running job{'s' if running != 1 else ''}")

@@ -354,21 +354,24 @@ def ldconfig_lib_path(text: str, library: str) -> str:
     return ""
 
 
-def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str]) -> list[str]:
+def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_user: str = "slurm") -> list[str]:
     """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
-    --format=%N|%T|%E`` lines: not listed, in a state that is not usable (the rule of
-    cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A node listed
-    once per partition: the last line wins (they agree).
+    --format=%N|%T|%u|%E`` lines: not listed, in a state that is not usable (the rule of
+    cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
+    set (node_states.held_by_operator) is theirs to lift: such a node counts as ready. A node
+    listed once per partition: the last line wins (they agree).
 
-        __site_bad: "{{ __site_expected | slurm_nodes_not_ready(__site_sinfo.stdout_lines | default([])) }}"
+        __site_bad: "{{ __site_expected | slurm_nodes_not_ready(__site_sinfo.stdout_lines | default([]), 'slurm') }}"
     """
-    from cluster_cli.smoke.node_states import is_usable  # the control node runs cluster-cli's Ansible
+    # the control node runs cluster-cli's Ansible
+    from cluster_cli.smoke.node_states import held_by_operator, is_usable
 
     rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
     ready = set()
     for node, rest in rows.items():
-        state, _, reason = rest.partition("|")
-        if is_usable(state) and reason == "none":
+        state, _, rest = rest.partition("|")
+        set_by, _, reason = rest.partition("|")
+        if (is_usable(state) and reason == "none") or held_by_operator(state, reason, set_by, slurm_user):
             ready.add(node)
     return [node for node in expected if node not in ready]
 

@@ -31,3 +31,15 @@ def unusable_nodes(nodes: Sequence[str], states: Mapping[str, tuple[str, str]]) 
 def is_usable(state: str) -> bool:
     """``sinfo %T`` state, flags included: ``idle`` is usable, ``idle*`` (not responding) is not."""
     return state.strip().lower() in USABLE_NODE_STATES
+
+
+# Drain states: the node takes no new job until someone resumes it.
+DRAIN_STATES = frozenset({"drain", "drained", "draining"})
+
+
+def held_by_operator(state: str, reason: str, set_by: str, slurm_user: str) -> bool:
+    """A drain a person set (the reason's user is not SlurmUser, who sets Slurm's own drains such
+    as "Low RealMemory"), on a node that responds: an operator's decision, which deploy leaves
+    alone and does not count as a failure."""
+    has_reason = bool(reason) and reason != "none"
+    return has_reason and set_by not in ("", "Unknown", slurm_user) and state.strip().lower() in DRAIN_STATES

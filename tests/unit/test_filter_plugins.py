@@ -545,11 +545,15 @@ def test_conf_value_reads_one_key_of_a_config_text(text, value):
 @pytest.mark.parametrize(
     ("lines", "not_ready"),
     [
-        (["node1|idle|none", "node2|mixed|none", "node3|allocated|none"], []),
-        (["node1|idle*|none", "node2|idle|none", "node3|idle|none"], ["node1"]),  # not responding
-        (["node1|drained|maintenance", "node2|idle|none"], ["node1", "node3"]),  # drained; node3 unlisted
-        (["node1|idle|Low RealMemory", "node2|idle|none", "node3|idle|none"], ["node1"]),  # a reason
-        (["node1|down|none", "node1|idle|none", "node2|idle|none", "node3|idle|none"], []),  # last row wins
+        (["node1|idle|Unknown|none", "node2|mixed|Unknown|none", "node3|allocated|Unknown|none"], []),
+        (["node1|idle*|Unknown|none", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], ["node1"]),  # not responding
+        (["node1|drained|slurm|Low RealMemory", "node2|idle|Unknown|none"], ["node1", "node3"]),  # Slurm drained it; node3 unlisted
+        (["node1|idle|slurm|Low RealMemory", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], ["node1"]),  # a reason
+        (["node1|down|Unknown|none", "node1|idle|Unknown|none", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], []),  # last row wins
+        # an operator's drain is theirs: ready as far as deploy is concerned, unless it does not respond
+        (["node1|drained|root|disk swap", "node2|draining|alice|bad fan", "node3|idle|Unknown|none"], []),
+        (["node1|drained*|root|disk swap", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], ["node1"]),
+        (["node1|drained|root|cluster-cli: maintenance", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], []),
     ],
 )
 def test_slurm_nodes_not_ready_follows_the_usable_state_rule(lines, not_ready):

@@ -24,12 +24,14 @@ from click.testing import CliRunner
 from inventory_mutants import ALWAYS_VALID, KINDS, SEED, Mutant, generate
 
 from cluster_cli import deploy as deploy_module
+from cluster_cli import plan as plan_module
 from cluster_cli.ansible import runner as runner_module
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.loader import load_cluster, load_cluster_text
+from cluster_cli.probe import HostProbe
 from cluster_cli.render import render_configs
 
 CORPUS = generate()
@@ -272,6 +274,11 @@ class LauncherCalls:
         self.calls.append(("Popen", args))
         raise AssertionError("a process was started")
 
+    def probe(self, cluster: Any, files: Any) -> dict[str, HostProbe]:
+        """Every host answers as a fresh machine would: nothing installed, so the plan has work."""
+        self.calls.append(("probe", tuple(cluster.hosts)))
+        return {name: HostProbe(name) for name in cluster.hosts}
+
 
 def files_under(directory: Path) -> list[str]:
     return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
@@ -287,6 +294,7 @@ def test_cli_validate_and_deploy_on_a_subset(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy_module, "run_ad_hoc", launcher.ad_hoc)
     monkeypatch.setattr(runner_module, "run_ad_hoc", launcher.ad_hoc)
     monkeypatch.setattr(runner_module.subprocess, "Popen", launcher.popen)
+    monkeypatch.setattr(plan_module, "probe_cluster", launcher.probe)
     runner = CliRunner()
     wrong: list[str] = []
     seen = Counter()
@@ -313,7 +321,7 @@ def test_cli_validate_and_deploy_on_a_subset(tmp_path, monkeypatch):
             if valid:
                 if result.exit_code != 0:
                     wrong.append(f"{verb}: exit {result.exit_code} for a valid inventory: {result.output[-500:]}")
-                if args[0] == "deploy" and len(launcher.calls) != before + 1:
+                if args[0] == "deploy" and [call[0] for call in launcher.calls[before:]] != ["probe", "ansible-playbook"]:
                     wrong.append(f"{verb}: a valid inventory did not reach the (fake) launcher")
                 continue
             if result.exit_code != ExitCode.INVALID:
@@ -335,8 +343,8 @@ def test_cli_validate_and_deploy_on_a_subset(tmp_path, monkeypatch):
     assert not wrong, f"{len(wrong)} problems:\n" + "\n".join(wrong[:25])
     # the subset exercises both paths, and the fake launcher really stands where deploy calls it
     assert seen["valid"] > 0 and seen["invalid"] > 100, seen
-    assert len(launcher.calls) == seen["valid"]
-    assert all(name == "ansible-playbook" for name, _ in launcher.calls)
+    # each valid inventory was probed once (the plan) and then deployed once
+    assert [name for name, _ in launcher.calls] == ["probe", "ansible-playbook"] * seen["valid"]
 
 
 # -- regressions: bugs the corpus found --------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""What the last successful deploy put on each host, kept on the control node.
+
+`plan` tells a hand edit (drift) from a change the inventory asks for by this record: a host's
+file that matches neither the rendered file nor what was deployed there was changed on the host.
+Only checksums are kept, never file contents, so the record holds no secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster_cli.host_files import HostFile
+
+RECORD_NAME = "deployed.json"
+
+
+@dataclass
+class DeployedRecord:
+    path: Path | None = None
+    # host -> file path on the host -> sha256 deployed there (None: deployed as absent)
+    hosts: dict[str, dict[str, str | None]] = field(default_factory=dict)
+
+    def knows(self, host: str, path: str) -> bool:
+        return path in self.hosts.get(host, {})
+
+    def deployed(self, host: str, path: str, sha256: str | None) -> bool:
+        return self.hosts.get(host, {}).get(path, "") == sha256
+
+    def update(self, files_by_host: dict[str, list[HostFile]], hosts: list[str]) -> None:
+        for host in hosts:
+            self.hosts[host] = {item.path: item.sha256 for item in files_by_host.get(host, [])}
+
+    def forget(self, hosts: list[str]) -> None:
+        for host in hosts:
+            self.hosts.pop(host, None)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staging = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        document = {"version": 1, "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hosts": self.hosts}
+        staging.write_text(json.dumps(document, indent=1, sort_keys=True), encoding="utf-8")
+        staging.replace(self.path)
+
+
+def load_record(state_dir: Path) -> DeployedRecord:
+    """The record in ``state_dir``; an empty one (nothing known) when there is none or it is unreadable."""
+    path = state_dir / RECORD_NAME
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        hosts = {str(host): dict(files) for host, files in document.get("hosts", {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        hosts = {}
+    return DeployedRecord(path, hosts)

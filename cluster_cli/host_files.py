@@ -1,0 +1,56 @@
+"""Which rendered file each host receives, and where: what the roles copy, for `plan` to compare.
+
+The roles copy byte for byte (roles/slurm_common: the Slurm configs to every cluster host;
+roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host), so a
+host's file matches when its checksum equals the rendered one. A deploy followed by a plan
+that finds nothing to change (tests/deploy) keeps this table true to the roles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from cluster_cli.cluster import Cluster, ManagedHost
+
+MUNGE_KEY_PATH = "/etc/munge/munge.key"
+# Rendered files (build directory paths) every cluster host holds in the Slurm config directory.
+SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf")
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """A file a host should hold: its path there, the rendered file it comes from, its checksum."""
+
+    path: str
+    source: str  # the build directory path, or "munge.key"
+    sha256: str | None  # None: the host must not have it (an optional file the cluster dropped)
+    secret: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def files_for_host(
+    cluster: Cluster, host: ManagedHost, rendered: dict[str, str], munge_key: bytes
+) -> list[HostFile]:
+    """``rendered`` maps build directory paths to their text."""
+    conf_dir = cluster.inventory.slurm.paths.conf_dir
+    files = []
+    for source in SLURM_CONFIGS:
+        text = rendered.get(source)
+        files.append(HostFile(f"{conf_dir}/{source.split('/')[1]}", source, sha256_text(text) if text else None))
+    if "database" in host.roles and "slurm/slurmdbd.conf" in rendered:
+        text = rendered["slurm/slurmdbd.conf"]
+        files.append(HostFile(f"{conf_dir}/slurmdbd.conf", "slurm/slurmdbd.conf", sha256_text(text), secret=True))
+    files.append(HostFile(MUNGE_KEY_PATH, "munge.key", hashlib.sha256(munge_key).hexdigest(), secret=True))
+    return files
+
+
+def files_by_host(cluster: Cluster, rendered: dict[str, str], munge_key: bytes) -> dict[str, list[HostFile]]:
+    return {name: files_for_host(cluster, host, rendered, munge_key) for name, host in cluster.hosts.items()}

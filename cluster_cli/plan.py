@@ -1,0 +1,253 @@
+"""`cluster-cli plan`: what a deploy would change on each host, and what that does to running jobs.
+
+The plan compares the rendered files and the inventory with what the probes found. Whether a
+change needs `scontrol reconfigure` or a restart is decided by ``slurm_facts.conf_change``, the
+same function the roles call through the ``slurm_conf_change`` filter: one home for the rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from cluster_cli.cluster import Cluster
+from cluster_cli.deployed import DeployedRecord
+from cluster_cli.errors import ExitCode
+from cluster_cli.host_files import HostFile, files_by_host
+from cluster_cli.hostlist import expand
+from cluster_cli.probe import HostProbe, probe_cluster
+from cluster_cli.slurm_facts import ConfChange, conf_change
+
+# Lines whose value is a secret are masked in every diff a plan prints.
+SECRET_LINE = re.compile(r"(?i)^(\s*[\w.]*(pass|password|secret|token|key)\w*\s*[=:]\s*)\S.*$")
+SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+
+
+class Impact(str, Enum):
+    NONE = "none"
+    RECONFIGURE = "reconfigure"
+    RESTART_SLURMCTLD = "restart slurmctld"
+    RESTART_SLURMD = "restart slurmd"
+    RESTART_SLURMDBD = "restart slurmdbd"
+    START = "start"
+    NODE_ADD = "node add"
+    NODE_REMOVE = "node remove"
+    PACKAGE = "package change"
+    FILE = "file change"
+    DRIFT = "drift"
+
+
+@dataclass(frozen=True)
+class Change:
+    host: str
+    subject: str  # a file path, a daemon, a node or a package
+    impact: Impact
+    detail: str = ""
+    diff: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "subject": self.subject, "impact": self.impact.value,
+                "detail": self.detail, "diff": self.diff}
+
+
+@dataclass
+class Plan:
+    cluster: str
+    slurm_version: str | None
+    changes: list[Change] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)
+    jobs: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.unreachable or self.conflicts:
+            return ExitCode.FAILURE
+        return ExitCode.CHANGES if self.changes else ExitCode.OK
+
+    def hosts_to_apply(self) -> list[str]:
+        return sorted({change.host for change in self.changes})
+
+    def by_impact(self, impact: Impact) -> list[Change]:
+        return [change for change in self.changes if change.impact is impact]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "slurm_version": self.slurm_version,
+            "changes": [change.to_json() for change in self.changes],
+            "unreachable": self.unreachable,
+            "conflicts": self.conflicts,
+            "running_jobs": self.jobs,
+            "exit_code": int(self.exit_code),
+        }
+
+
+def masked(text: str) -> str:
+    return "\n".join(SECRET_LINE.sub(r"\1********", line) for line in text.splitlines())
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    lines = difflib.unified_diff(
+        masked(old).splitlines(), masked(new).splitlines(), f"{path} (on the host)", f"{path} (rendered)", lineterm=""
+    )
+    return "\n".join(lines)
+
+
+def make_plan(
+    cluster: Cluster,
+    files_by_host: dict[str, list[HostFile]],
+    rendered: dict[str, str],
+    probes: dict[str, HostProbe],
+    record: DeployedRecord,
+) -> Plan:
+    primary = probes.get(cluster.inventory.controllers.primary)
+    version = _slurm_version(probes)
+    plan = Plan(cluster.name, version)
+    plan.unreachable = {name: probe.error for name, probe in probes.items() if probe.error}
+    if primary is not None and primary.controller:
+        plan.conflicts = _state_conflicts(cluster, primary.controller)
+        plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
+    for name, probe in probes.items():
+        if probe.error:
+            continue
+        host = cluster.hosts[name]
+        plan.changes += _package_changes(cluster, name, host.roles, probe)
+        plan.changes += _file_changes(name, files_by_host.get(name, []), rendered, probe, record)
+        if version:
+            plan.changes += _daemon_changes(cluster, name, files_by_host.get(name, []), rendered, probe, version)
+    if primary is not None and primary.controller and not primary.controller.get("error"):
+        node_changes = _node_changes(cluster, primary.controller, plan.jobs)
+        added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
+        # A new node's slurmd does not run yet: its "node add" says it all.
+        plan.changes = [change for change in plan.changes if change.subject not in added] + node_changes
+    return plan
+
+
+def plan_cluster(cluster: Cluster, rendered: dict[str, str], munge_key: bytes, record: DeployedRecord) -> tuple[Plan, dict[str, list[HostFile]]]:
+    """Probe every host and compare: the plan, and the files each host should hold."""
+    files = files_by_host(cluster, rendered, munge_key)
+    return make_plan(cluster, files, rendered, probe_cluster(cluster, files), record), files
+
+
+def _slurm_version(probes: dict[str, HostProbe]) -> str | None:
+    for probe in probes.values():
+        version = probe.packages.get("slurm-client") if not probe.error else None
+        if version:
+            return version
+    return None
+
+
+def _state_conflicts(cluster: Cluster, controller: dict[str, Any]) -> list[str]:
+    held = controller.get("state_cluster_name")
+    if not held or held == cluster.name:
+        return []
+    state_dir = cluster.inventory.slurm.paths.state_dir
+    return [
+        f"{cluster.inventory.controllers.primary}: {state_dir} holds the state of cluster '{held}', not "
+        f"'{cluster.name}': slurmctld would refuse to start (CLUSTER NAME MISMATCH). Tear that cluster down "
+        f"with its own inventory (cluster-cli teardown THAT_INVENTORY --purge), or move {state_dir} away, "
+        f"or give this cluster another slurm.paths.state_dir."
+    ]
+
+
+def _package_changes(cluster: Cluster, host: str, roles: set[str], probe: HostProbe) -> list[Change]:
+    wanted = ["munge", "slurm-client"]
+    wanted += ["slurmctld"] if "controller" in roles else []
+    wanted += ["slurmd"] if "compute" in roles else []
+    wanted += ["slurmdbd"] if "database" in roles else []
+    pin = cluster.inventory.slurm.version
+    changes = []
+    for package in wanted:
+        installed = probe.packages.get(package)
+        if installed is None:
+            changes.append(Change(host, package, Impact.PACKAGE, "not installed: install"))
+        elif pin and package.startswith("slurm") and installed != pin:
+            changes.append(Change(host, package, Impact.PACKAGE, f"{installed} installed, the inventory pins {pin}"))
+    return changes
+
+
+def _file_changes(
+    host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, record: DeployedRecord
+) -> list[Change]:
+    changes = []
+    for item in files:
+        found = probe.files.get(item.path, {})
+        have = found.get("sha256")
+        if "error" in found:
+            changes.append(Change(host, item.path, Impact.FILE, f"cannot be read: {found['error']}"))
+            continue
+        if have == item.sha256:
+            continue
+        drifted = have is not None and record.knows(host, item.path) and not record.deployed(host, item.path, have)
+        impact = Impact.DRIFT if drifted else Impact.FILE
+        if item.sha256 is None:
+            detail = "no longer part of the cluster: remove"
+        elif have is None:
+            detail = "missing: copy"
+        elif item.secret:
+            detail = "differs from the control node's copy (a secret: compared by checksum only)"
+        else:
+            detail = "changed by hand since the last deploy" if drifted else "differs from the rendered file"
+        diff = ""
+        if not item.secret and "text" in found:
+            diff = unified_diff(found["text"], rendered.get(item.source, ""), item.path)
+        changes.append(Change(host, item.path, impact, detail, diff))
+    return changes
+
+
+def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostProbe) -> tuple[dict, dict]:
+    """Each Slurm file's text on the host (as far as the probe sent it) and as rendered."""
+    old: dict[str, str | None] = {}
+    new: dict[str, str | None] = {}
+    for item in files:
+        if item.name not in SLURM_FILES:
+            continue
+        found = probe.files.get(item.path, {})
+        new[item.name] = rendered.get(item.source)
+        old[item.name] = found.get("text", new[item.name]) if not found.get("absent") else None
+    return old, new
+
+
+def _daemon_changes(
+    cluster: Cluster, host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, version: str
+) -> list[Change]:
+    change = conf_change(version, *_old_and_new(files, rendered, probe))
+    reason = "; ".join(change.reasons)
+    dbd_conf = next((item for item in files if item.name == "slurmdbd.conf"), None)
+    dbd_changed = dbd_conf is not None and probe.files.get(dbd_conf.path, {}).get("sha256") != dbd_conf.sha256
+    changes = []
+    for daemon, facts in sorted(probe.daemons.items()):
+        base = daemon.split("@", 1)[0]
+        if not facts.get("running"):
+            changes.append(Change(host, daemon, Impact.START, "not running: start"))
+        elif _restarts(base, change):
+            changes.append(Change(host, daemon, Impact(f"restart {base}"), reason))
+        elif base == "slurmdbd" and dbd_changed:
+            changes.append(Change(host, daemon, Impact.RESTART_SLURMDBD, "slurmdbd.conf changed"))
+        elif base == "slurmctld" and change.reconfigure and host == cluster.inventory.controllers.primary:
+            changes.append(Change(host, daemon, Impact.RECONFIGURE, reason))
+    return changes
+
+
+def _restarts(daemon: str, change: ConfChange) -> bool:
+    return {"slurmctld": change.restart_slurmctld, "slurmd": change.restart_slurmd,
+            "slurmdbd": change.restart_slurmdbd}.get(daemon, False)
+
+
+def _node_changes(cluster: Cluster, controller: dict[str, Any], jobs: list[dict[str, str]]) -> list[Change]:
+    known = {node["name"]: node for node in controller.get("nodes", [])}
+    wanted = {node.name: node for node in cluster.nodes}
+    changes = [Change(node.host, node.name, Impact.NODE_ADD, f"new node on {node.host}")
+               for name, node in wanted.items() if name not in known]
+    primary = cluster.inventory.controllers.primary
+    for name in sorted(set(known) - set(wanted)):
+        running = [job["id"] for job in jobs if name in expand(job["nodes"] or "")]
+        detail = f"state {known[name]['state']}; " + (
+            f"running jobs {', '.join(running)}: drained first, removed when they end" if running else "no running jobs"
+        )
+        changes.append(Change(primary, name, Impact.NODE_REMOVE, detail))
+    return changes

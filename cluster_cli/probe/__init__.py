@@ -1,0 +1,109 @@
+"""Ask every host what it runs now, one fast probe per host, all hosts at once.
+
+The host side is ``probe/agent.py`` (standard library only): run in-process for a host whose
+connection is local, otherwise its source goes to the host's Python over SSH. Which files a
+host should hold comes from ``host_files``; a host that cannot be probed is reported with the
+reason, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.host_files import HostFile
+from cluster_cli.probe import agent
+from cluster_cli.smoke_control.remote import ssh_argv
+
+AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
+PROBE_TIMEOUT_S = 60
+MAX_PARALLEL_PROBES = 64
+# Debian packages whose installed versions a plan compares.
+PROBED_PACKAGES = ("slurm-client", "slurmctld", "slurmd", "slurmdbd", "munge")
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What one host answered, or why it could not answer (``error``)."""
+
+    host: str
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    daemons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    packages: dict[str, str | None] = field(default_factory=dict)
+    controller: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
+    """Each daemon the host should run and its pid file (the paths slurm.conf and slurmdbd.conf set)."""
+    run_dir = cluster.inventory.slurm.paths.run_dir
+    pidfiles = {}
+    if host.name in _controllers(cluster):
+        pidfiles["slurmctld"] = f"{run_dir}/slurmctld.pid"
+    if "database" in host.roles:
+        pidfiles["slurmdbd"] = f"{run_dir}/slurmdbd.pid"
+    for node in host.slurmd_nodes:
+        pidfiles[f"slurmd@{node.name}"] = f"{run_dir}/slurmd-{node.name}.pid"
+    return pidfiles
+
+
+def _controllers(cluster: Cluster) -> list[str]:
+    controllers = cluster.inventory.controllers
+    return [name for name in (controllers.primary, controllers.backup) if name]
+
+
+def probe_request(cluster: Cluster, host: ManagedHost, files: list[HostFile]) -> dict[str, Any]:
+    paths = cluster.inventory.slurm.paths
+    is_primary = host.name == cluster.inventory.controllers.primary
+    return {
+        "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
+        "pidfiles": daemon_pidfiles(cluster, host),
+        "packages": list(PROBED_PACKAGES),
+        "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
+    }
+
+
+def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
+    try:
+        answer = agent.probe(request) if host.connection == "local" else _probe_over_ssh(host, request)
+    except ProbeFailed as failure:
+        return HostProbe(host.name, error=str(failure))
+    return HostProbe(
+        host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller")
+    )
+
+
+class ProbeFailed(Exception):
+    pass
+
+
+def _probe_over_ssh(host: ManagedHost, request: dict[str, Any]) -> dict[str, Any]:
+    argv = ssh_argv(host, [host.python, "-", json.dumps(request, sort_keys=True)])
+    argv[1:1] = ["-o", "ConnectTimeout=10"]
+    try:
+        done = subprocess.run(argv, input=AGENT_SOURCE, capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise ProbeFailed(f"no answer over SSH in {PROBE_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"ssh exited {done.returncode}"])[-1]
+        raise ProbeFailed(f"ssh {host.ssh.user}@{host.address}: {last}")
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise ProbeFailed(f"the probe's answer is not JSON: {done.stdout[:200]!r}") from None
+
+
+def probe_cluster(cluster: Cluster, files_by_host: dict[str, list[HostFile]]) -> dict[str, HostProbe]:
+    """Probe every host of the cluster in parallel."""
+    requests = {name: probe_request(cluster, host, files_by_host.get(name, []))
+                for name, host in cluster.hosts.items()}
+    workers = max(1, min(MAX_PARALLEL_PROBES, len(requests)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(probe_host, cluster.hosts[name], request) for name, request in requests.items()}
+        return {name: future.result() for name, future in futures.items()}

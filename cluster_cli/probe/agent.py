@@ -1,0 +1,156 @@
+"""The host side of `cluster-cli plan`: one fast look at what a host runs now.
+
+Standard library only: the control node sends this file's source to each host's Python (over
+SSH, or runs it in-process for a local host) with a JSON request, and reads one JSON answer.
+It changes nothing on the host.
+
+Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path},
+          "packages": [names], "controller": {"conf", "state_dir"} or null}
+Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
+          "daemons": {daemon: {"pid", "started", "running"}},
+          "packages": {name: version or null},
+          "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null}
+
+A file's text comes back only when it differs from the wanted checksum and is not secret;
+a secret file (munge key, slurmdbd.conf) only ever sends its checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+COMMAND_TIMEOUT_S = 20
+# The longest file text sent back for a diff; managed configs are far smaller.
+MAX_TEXT_BYTES = 1_000_000
+
+
+def file_facts(entry: dict) -> dict:
+    path = entry["path"]
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return {"absent": True}
+    except OSError as error:
+        return {"error": f"{error.strerror}"}
+    digest = hashlib.sha256(data).hexdigest()
+    facts: dict = {"sha256": digest}
+    if digest != entry.get("want") and not entry.get("secret") and len(data) <= MAX_TEXT_BYTES:
+        facts["text"] = data.decode("utf-8", errors="replace")
+    return facts
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def process_facts(pidfile: str, boot_time: float) -> dict:
+    """The pid in ``pidfile`` and when that process started (epoch seconds), if it runs."""
+    try:
+        with open(pidfile, encoding="ascii") as handle:
+            pid = int(handle.read().split()[0])
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except (OSError, ValueError, IndexError):
+        return {"pid": None, "started": None, "running": False}
+    # Field 22 (starttime, clock ticks after boot) counts from after the ")" closing comm.
+    fields = stat[stat.rindex(")") + 2:].split()
+    started = boot_time + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return {"pid": pid, "started": round(started, 2), "running": fields[0] not in ("Z", "X")}
+
+
+def _run(argv: list[str], env: dict | None = None, stdout_always: bool = False) -> tuple[int, str]:
+    """Exit code and output: stdout on success (or with ``stdout_always``), else the error text."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, check=False
+        )
+    except FileNotFoundError:
+        return 127, f"{argv[0]}: not installed"
+    except subprocess.TimeoutExpired:
+        return 124, f"{' '.join(argv)}: no answer in {COMMAND_TIMEOUT_S} s"
+    if done.returncode == 0 or stdout_always:
+        return done.returncode, done.stdout
+    return done.returncode, (done.stderr or done.stdout).strip()
+
+
+def package_versions(names: list[str]) -> dict:
+    versions: dict = {name: None for name in names}
+    if not names:
+        return versions
+    # dpkg-query exits 1 when one of the names is not installed, and still lists the others.
+    _, output = _run(["dpkg-query", "-W", "-f=${Package}|${Version}|${db:Status-Status}\n", *names],
+                     stdout_always=True)
+    for line in output.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[0] in versions and parts[2] == "installed":
+            versions[parts[0]] = parts[1]
+    return versions
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def controller_facts(request: dict) -> dict:
+    """The cluster name kept in StateSaveLocation, and nodes and jobs as slurmctld reports them."""
+    env = dict(os.environ, SLURM_CONF=request["conf"])
+    facts: dict = {
+        "state_cluster_name": _read_text(os.path.join(request["state_dir"], "clustername")),
+        "nodes": [],
+        "jobs": [],
+        "error": None,
+    }
+    # %N name, %T state, %E reason, %u who set it, %H when; --all: nodes of hidden partitions too.
+    code, output = _run(["sinfo", "--all", "--noheader", "--Node", "--format=%N|%T|%u|%H|%E"], env)
+    if code != 0:
+        facts["error"] = output or f"sinfo exited {code}"
+        return facts
+    seen = set()
+    for line in output.splitlines():
+        parts = line.split("|", 4)
+        if len(parts) == 5 and parts[0] not in seen:
+            seen.add(parts[0])
+            name, state, user, when, reason = parts
+            facts["nodes"].append({"name": name, "state": state, "user": user, "time": when, "reason": reason})
+    code, output = _run(["squeue", "--all", "--noheader", "--states=RUNNING,PENDING,COMPLETING",
+                         "--format=%i|%T|%u|%N"], env)
+    if code == 0:
+        for line in output.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4:
+                facts["jobs"].append({"id": parts[0], "state": parts[1], "user": parts[2], "nodes": parts[3]})
+    return facts
+
+
+def probe(request: dict) -> dict:
+    boot_time = _boot_time()
+    answer = {
+        "files": {entry["path"]: file_facts(entry) for entry in request.get("files", [])},
+        "daemons": {name: process_facts(path, boot_time) for name, path in request.get("pidfiles", {}).items()},
+        "packages": package_versions(request.get("packages", [])),
+        "controller": controller_facts(request["controller"]) if request.get("controller") else None,
+    }
+    return answer
+
+
+def main() -> None:
+    request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.load(sys.stdin)
+    json.dump(probe(request), sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

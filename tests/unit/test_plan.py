@@ -1,0 +1,178 @@
+"""`plan`'s comparison: rendered files and inventory against what the hosts answered.
+
+The host answers are built here as the probe agent writes them (tests/unit/test_probe_agent.py
+runs the agent itself); what is tested is the plan's reading of them. tests/deploy proves the
+whole path on real daemons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from cluster_cli.deployed import DeployedRecord, load_record
+from cluster_cli.errors import ExitCode
+from cluster_cli.host_files import files_by_host
+from cluster_cli.loader import load_cluster
+from cluster_cli.plan import Impact, make_plan, masked
+from cluster_cli.probe import HostProbe
+from cluster_cli.render import render_configs
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
+MUNGE_KEY = b"k" * 1024
+VERSION = "22.05.8-4+deb12u3"
+
+
+def _cluster(tmp_path: Path, edit=lambda text: text):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(edit(LOCAL.read_text()))
+    return load_cluster(path)
+
+
+def _rendered(cluster) -> dict[str, str]:
+    return {item.path: item.content for item in render_configs(cluster, "db-password-123")}
+
+
+def _converged_probe(cluster, rendered) -> HostProbe:
+    """What the single local host answers when it holds exactly what ``cluster`` renders."""
+    files = files_by_host(cluster, rendered, MUNGE_KEY)["localhost"]
+    answers = {item.path: ({"sha256": item.sha256} if item.sha256 else {"absent": True}) for item in files}
+    daemons = {"slurmctld": {"pid": 10, "started": 1.0, "running": True},
+               "slurmdbd": {"pid": 11, "started": 1.0, "running": True}}
+    daemons |= {f"slurmd@{node.name}": {"pid": 20, "started": 1.0, "running": True} for node in cluster.nodes}
+    packages = {name: VERSION for name in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")} | {"munge": "0.5.15"}
+    controller = {"state_cluster_name": cluster.name, "error": None, "jobs": [],
+                  "nodes": [{"name": node.name, "state": "idle", "reason": "none", "user": "Unknown", "time": "Unknown"}
+                            for node in cluster.nodes]}
+    return HostProbe("localhost", answers, daemons, packages, controller)
+
+
+def _plan(cluster, rendered, probe, record=None):
+    files = files_by_host(cluster, rendered, MUNGE_KEY)
+    return make_plan(cluster, files, rendered, {"localhost": probe}, record or DeployedRecord())
+
+
+def _host_holds(probe: HostProbe, path: str, text: str) -> None:
+    probe.files[path] = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "text": text}
+
+
+def test_a_converged_cluster_has_no_change_and_exit_0(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    plan = _plan(cluster, rendered, _converged_probe(cluster, rendered))
+    assert plan.changes == [] and plan.exit_code is ExitCode.OK
+
+
+def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path) -> None:
+    old = _cluster(tmp_path)
+    new = _cluster(tmp_path, lambda text: text.replace('max_time: "01:00:00"', 'max_time: "02:00:00"'))
+    probe = _converged_probe(old, _rendered(old))
+    _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
+    plan = _plan(new, _rendered(new), probe)
+    impacts = {(change.subject, change.impact) for change in plan.changes}
+    assert impacts == {("/etc/slurm/slurm.conf", Impact.FILE), ("slurmctld", Impact.RECONFIGURE)}
+    assert plan.exit_code is ExitCode.CHANGES
+    diff = next(change.diff for change in plan.changes if change.diff)
+    assert "-PartitionName=debug" in diff and "MaxTime=02:00:00" in diff
+
+
+def test_a_node_memory_change_restarts_slurmctld_and_every_slurmd(tmp_path: Path) -> None:
+    old = _cluster(tmp_path)
+    new = _cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
+    probe = _converged_probe(old, _rendered(old))
+    _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
+    restarts = {change.subject for change in _plan(new, _rendered(new), probe).changes
+                if change.impact in (Impact.RESTART_SLURMCTLD, Impact.RESTART_SLURMD)}
+    assert restarts == {"slurmctld", "slurmd@node1", "slurmd@node2", "slurmd@node3"}
+
+
+def test_a_hand_edit_since_the_last_deploy_is_drift(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    record = DeployedRecord(tmp_path / "deployed.json")
+    record.update(files_by_host(cluster, rendered, MUNGE_KEY), ["localhost"])
+    probe = _converged_probe(cluster, rendered)
+    edited = rendered["slurm/slurm.conf"].replace("SlurmctldDebug=info", "SlurmctldDebug=debug2")
+    _host_holds(probe, "/etc/slurm/slurm.conf", edited)
+    plan = _plan(cluster, rendered, probe, record)
+    drift = plan.by_impact(Impact.DRIFT)
+    assert [change.subject for change in drift] == ["/etc/slurm/slurm.conf"]
+    assert "-SlurmctldDebug=debug2" in drift[0].diff
+    # without a record of the last deploy the same difference cannot be called drift
+    assert not _plan(cluster, rendered, probe).by_impact(Impact.DRIFT)
+
+
+def test_a_secret_file_is_compared_by_checksum_and_never_diffed(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    probe.files["/etc/munge/munge.key"] = {"sha256": "0" * 64}
+    probe.files["/etc/slurm/slurmdbd.conf"] = {"sha256": "1" * 64}
+    plan = _plan(cluster, rendered, probe)
+    secret_changes = [change for change in plan.changes if change.subject.endswith(("munge.key", "slurmdbd.conf"))]
+    assert len(secret_changes) == 2 and all(change.diff == "" for change in secret_changes)
+    assert any(change.impact is Impact.RESTART_SLURMDBD for change in plan.changes)
+
+
+def test_diffs_mask_secret_values() -> None:
+    assert masked("StoragePass=hunter2\nStorageUser=slurm") == "StoragePass=********\nStorageUser=slurm"
+
+
+def test_nodes_added_and_removed_come_from_what_slurmctld_knows(tmp_path: Path) -> None:
+    old = _cluster(tmp_path)
+    probe = _converged_probe(old, _rendered(old))
+    probe.controller["nodes"].append({"name": "node9", "state": "allocated", "reason": "none",
+                                      "user": "Unknown", "time": "Unknown"})
+    probe.controller["jobs"] = [{"id": "42", "state": "RUNNING", "user": "smoke", "nodes": "node[3,9]"}]
+    probe.controller["nodes"] = [node for node in probe.controller["nodes"] if node["name"] != "node1"]
+    del probe.daemons["slurmd@node1"]
+    plan = _plan(old, _rendered(old), probe)
+    assert [(c.subject, c.impact) for c in plan.changes if c.impact in (Impact.NODE_ADD, Impact.NODE_REMOVE)] == [
+        ("node1", Impact.NODE_ADD), ("node9", Impact.NODE_REMOVE)]
+    assert "running jobs 42" in plan.by_impact(Impact.NODE_REMOVE)[0].detail
+
+
+def test_a_daemon_that_does_not_run_is_started(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    probe.daemons["slurmd@node2"] = {"pid": None, "started": None, "running": False}
+    assert [(c.subject, c.impact) for c in _plan(cluster, rendered, probe).changes] == [("slurmd@node2", Impact.START)]
+
+
+def test_a_host_holding_another_clusters_state_is_a_conflict(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    probe.controller["state_cluster_name"] = "other"
+    plan = _plan(cluster, rendered, probe)
+    assert plan.exit_code is ExitCode.FAILURE
+    assert "cluster 'other'" in plan.conflicts[0] and "CLUSTER NAME MISMATCH" in plan.conflicts[0]
+
+
+def test_an_unprobed_host_fails_the_plan_with_its_reason(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    plan = _plan(cluster, _rendered(cluster), HostProbe("localhost", error="ssh: connection refused"))
+    assert plan.exit_code is ExitCode.FAILURE and plan.unreachable == {"localhost": "ssh: connection refused"}
+
+
+@pytest.mark.parametrize("pin", ["22.05.8-4+deb12u3", "24.11.5-1"])
+def test_a_pinned_version_that_differs_is_a_package_change(tmp_path: Path, pin: str) -> None:
+    cluster = _cluster(tmp_path, lambda text: text.replace("slurm:\n", f"slurm:\n  version: \"{pin}\"\n", 1))
+    rendered = _rendered(cluster)
+    packages = [c.subject for c in _plan(cluster, rendered, _converged_probe(cluster, rendered)).changes
+                if c.impact is Impact.PACKAGE]
+    assert packages == ([] if pin == VERSION else ["slurm-client", "slurmctld", "slurmd", "slurmdbd"])
+
+
+def test_the_deployed_record_survives_a_round_trip(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    record = DeployedRecord(tmp_path / "deployed.json")
+    record.update(files_by_host(cluster, _rendered(cluster), MUNGE_KEY), ["localhost"])
+    record.save()
+    again = load_record(tmp_path)
+    assert again.hosts == record.hosts and again.knows("localhost", "/etc/slurm/slurm.conf")
+    assert MUNGE_KEY.decode() not in (tmp_path / "deployed.json").read_text()
