@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from cluster_cli.cluster import Cluster, ManagedHost
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
+# Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
+# default; tests/unit/test_plan.py holds the two together).
+PENDING_DIR = "/var/lib/slurm/pending"
 # Rendered files (build directory paths) every cluster host holds in the Slurm config directory.
 SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf")
 

@@ -33,6 +33,7 @@ class Impact(str, Enum):
     RESTART_SLURMD = "restart slurmd"
     RESTART_SLURMDBD = "restart slurmdbd"
     START = "start"
+    STOP = "stop"
     NODE_ADD = "node add"
     NODE_REMOVE = "node remove"
     PACKAGE = "package change"
@@ -119,6 +120,7 @@ def make_plan(
         plan.changes += _file_changes(name, files_by_host.get(name, []), rendered, probe, record)
         if version:
             plan.changes += _daemon_changes(cluster, name, files_by_host.get(name, []), rendered, probe, version)
+        plan.changes += _owed_and_stale(name, probe, plan.changes)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
         added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
@@ -230,6 +232,21 @@ def _daemon_changes(
             changes.append(Change(host, daemon, Impact.RESTART_SLURMDBD, "slurmdbd.conf changed"))
         elif base == "slurmctld" and change.reconfigure and host == cluster.inventory.controllers.primary:
             changes.append(Change(host, daemon, Impact.RECONFIGURE, reason))
+    return changes
+
+
+OWED_IMPACT = {"restart-slurmctld": Impact.RESTART_SLURMCTLD, "restart-slurmd": Impact.RESTART_SLURMD,
+               "reconfigure": Impact.RECONFIGURE}
+
+
+def _owed_and_stale(host: str, probe: HostProbe, found: list[Change]) -> list[Change]:
+    """What an unfinished deploy left owed on the host, and slurmd instances no node of the
+    inventory runs as (a removed node's slurmd still running)."""
+    already = {(change.host, change.impact) for change in found}
+    changes = [Change(host, marker, OWED_IMPACT[marker], "owed by an earlier deploy that did not finish")
+               for marker in probe.owed if marker in OWED_IMPACT and (host, OWED_IMPACT[marker]) not in already]
+    changes += [Change(host, daemon, Impact.STOP, f"runs, but no node of the inventory is {daemon.split('@')[1]}")
+                for daemon in sorted(probe.slurmds) if daemon not in probe.daemons]
     return changes
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
-from cluster_cli.host_files import HostFile
+from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
 from cluster_cli.smoke_control.remote import ssh_argv
 
@@ -37,6 +37,8 @@ class HostProbe:
     packages: dict[str, str | None] = field(default_factory=dict)
     controller: dict[str, Any] | None = None
     error: str | None = None
+    owed: list[str] = field(default_factory=list)
+    slurmds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
@@ -64,6 +66,8 @@ def probe_request(cluster: Cluster, host: ManagedHost, files: list[HostFile]) ->
         "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
         "pidfiles": daemon_pidfiles(cluster, host),
         "packages": list(PROBED_PACKAGES),
+        "pending_dir": PENDING_DIR,
+        "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
     }
 
@@ -74,7 +78,8 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
     except ProbeFailed as failure:
         return HostProbe(host.name, error=str(failure))
     return HostProbe(
-        host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller")
+        host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller"),
+        owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}),
     )
 
 

@@ -5,9 +5,10 @@ SSH, or runs it in-process for a local host) with a JSON request, and reads one 
 It changes nothing on the host.
 
 Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path},
-          "packages": [names], "controller": {"conf", "state_dir"} or null}
+          "packages": [names], "pending_dir", "run_dir", "controller": {"conf", "state_dir"} or null}
 Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
           "daemons": {daemon: {"pid", "started", "running"}},
+          "owed": [markers in pending_dir], "slurmds": {"slurmd@NODE": facts} (every live one),
           "packages": {name: version or null},
           "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null}
 
@@ -135,9 +136,34 @@ def controller_facts(request: dict) -> dict:
     return facts
 
 
+def owed_actions(pending_dir: str) -> list:
+    """The markers an unfinished deploy left (restart-slurmctld, restart-slurmd, reconfigure)."""
+    try:
+        return sorted(os.listdir(pending_dir))
+    except OSError:
+        return []
+
+
+def running_slurmds(run_dir: str, boot_time: float) -> dict:
+    """Every slurmd instance with a live pid file in ``run_dir``, wanted or not."""
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        if name.startswith("slurmd-") and name.endswith(".pid"):
+            facts = process_facts(os.path.join(run_dir, name), boot_time)
+            if facts["running"]:
+                found[f"slurmd@{name[len('slurmd-'):-len('.pid')]}"] = facts
+    return found
+
+
 def probe(request: dict) -> dict:
     boot_time = _boot_time()
     answer = {
+        "owed": owed_actions(request["pending_dir"]) if request.get("pending_dir") else [],
+        "slurmds": running_slurmds(request["run_dir"], boot_time) if request.get("run_dir") else {},
         "files": {entry["path"]: file_facts(entry) for entry in request.get("files", [])},
         "daemons": {name: process_facts(path, boot_time) for name, path in request.get("pidfiles", {}).items()},
         "packages": package_versions(request.get("packages", [])),

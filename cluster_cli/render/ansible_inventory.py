@@ -7,6 +7,7 @@ build directory, so nothing is templated over the hostvars of every node.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,16 @@ def _connection_vars(host: ManagedHost) -> dict[str, Any]:
     return variables
 
 
+def _fake_minors(paths: list[str]) -> dict[str, int]:
+    """Each fake device's minor number: the number its name ends with (nvidia3 -> 3, as the NVIDIA
+    driver numbers /dev/nvidiaN), so a device keeps its minor when the list around it changes (a
+    node removed); the position in the list where names do not end in distinct numbers."""
+    numbers = [re.search(r"(\d+)$", path) for path in paths]
+    if all(numbers) and len({int(match.group(1)) for match in numbers if match}) == len(paths):
+        return {path: int(match.group(1)) for path, match in zip(paths, numbers) if match}
+    return {path: index for index, path in enumerate(paths)}
+
+
 def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
     """slurmd instances of a host; fake GPU minors are unique per host, since the device
     cgroup tells devices apart by major:minor, not by path."""
@@ -44,6 +55,7 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
         if node.group.gpus and node.group.gpus.fake
         for path in node.gpu_devices
     ]
+    minors = _fake_minors(fake_devices)
     if not fake_devices:
         return [
             {"name": node.name, "port": node.port or default_port, "fake_gpus": []}
@@ -54,7 +66,7 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
             "name": node.name,
             "port": node.port or default_port,
             "fake_gpus": [
-                {"path": path, "minor": fake_devices.index(path)}
+                {"path": path, "minor": minors[path]}
                 for path in node.gpu_devices
                 if path in fake_devices
             ],

@@ -585,3 +585,18 @@ def test_a_failure_on_the_first_build_leaves_nothing(tmp_path, monkeypatch):
         write_files(target, some_files("one"))
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fake_gpu_minors_follow_the_device_number_so_they_survive_a_node_removal(tmp_path: Path) -> None:
+    # node3 removed from node[1-4]: node4 keeps /dev/fake-gpu/nvidia3 and its minor 3 (not position 2),
+    # so the device made for it earlier is still the right one.
+    from cluster_cli.render.ansible_inventory import render_ansible_inventory
+
+    text = (Path(__file__).resolve().parents[2] / "inventories" / "local" / "inventory.yaml").read_text()
+    text = text.replace("nodes: node[1-3]", "nodes: node[1-2,4]").replace("nvidia[0-2]", "nvidia[0-1,3]")
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text)
+    document = yaml.safe_load(render_ansible_inventory(load_cluster(path)))
+    host = document["all"]["children"]["cluster"]["hosts"]["localhost"]
+    minors = {node["name"]: [gpu["minor"] for gpu in node["fake_gpus"]] for node in host["slurmd_nodes"]}
+    assert minors == {"node1": [0], "node2": [1], "node4": [3]}
