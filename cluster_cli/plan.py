@@ -112,15 +112,17 @@ def make_plan(
     if primary is not None and primary.controller:
         plan.conflicts = _state_conflicts(cluster, primary.controller)
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
+    decisions: dict[tuple, ConfChange] = {}
+    diffs: dict[tuple[str, str | None], str] = {}
     for name, probe in probes.items():
         if probe.error:
             continue
-        host = cluster.hosts[name]
-        plan.changes += _package_changes(cluster, name, host.roles, probe)
-        plan.changes += _file_changes(name, files_by_host.get(name, []), rendered, probe, record)
+        files = files_by_host.get(name, [])
+        found = _package_changes(cluster, name, cluster.hosts[name].roles, probe)
+        found += _file_changes(name, files, rendered, probe, record, diffs)
         if version:
-            plan.changes += _daemon_changes(cluster, name, files_by_host.get(name, []), rendered, probe, version)
-        plan.changes += _owed_and_stale(name, probe, plan.changes)
+            found += _daemon_changes(cluster, name, files, rendered, probe, version, decisions)
+        plan.changes += found + _owed_and_stale(name, probe, found)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
         added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
@@ -173,8 +175,10 @@ def _package_changes(cluster: Cluster, host: str, roles: set[str], probe: HostPr
 
 
 def _file_changes(
-    host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, record: DeployedRecord
+    host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, record: DeployedRecord,
+    diffs: dict[tuple[str, str | None], str],
 ) -> list[Change]:
+    """``diffs`` keeps each diff by the two checksums: hosts holding the same file share it."""
     changes = []
     for item in files:
         found = probe.files.get(item.path, {})
@@ -196,28 +200,38 @@ def _file_changes(
             detail = "changed by hand since the last deploy" if drifted else "differs from the rendered file"
         diff = ""
         if not item.secret and "text" in found:
-            diff = unified_diff(found["text"], rendered.get(item.source, ""), item.path)
+            key = (str(have), item.sha256)
+            if key not in diffs:
+                diffs[key] = unified_diff(found["text"], rendered.get(item.source, ""), item.path)
+            diff = diffs[key]
         changes.append(Change(host, item.path, impact, detail, diff))
     return changes
 
 
-def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostProbe) -> tuple[dict, dict]:
-    """Each Slurm file's text on the host (as far as the probe sent it) and as rendered."""
+def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostProbe) -> tuple[dict, dict, tuple]:
+    """Each Slurm file's text on the host (as far as the probe sent it) and as rendered, and a key
+    of their checksums: hosts holding the same files share one decision."""
     old: dict[str, str | None] = {}
     new: dict[str, str | None] = {}
+    key = []
     for item in files:
         if item.name not in SLURM_FILES:
             continue
         found = probe.files.get(item.path, {})
         new[item.name] = rendered.get(item.source)
         old[item.name] = found.get("text", new[item.name]) if not found.get("absent") else None
-    return old, new
+        key.append((item.name, found.get("sha256"), item.sha256))
+    return old, new, tuple(key)
 
 
 def _daemon_changes(
-    cluster: Cluster, host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, version: str
+    cluster: Cluster, host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, version: str,
+    decisions: dict[tuple, ConfChange],
 ) -> list[Change]:
-    change = conf_change(version, *_old_and_new(files, rendered, probe))
+    old, new, key = _old_and_new(files, rendered, probe)
+    if (version, key) not in decisions:
+        decisions[(version, key)] = conf_change(version, old, new)
+    change = decisions[(version, key)]
     reason = "; ".join(change.reasons)
     dbd_conf = next((item for item in files if item.name == "slurmdbd.conf"), None)
     dbd_changed = dbd_conf is not None and probe.files.get(dbd_conf.path, {}).get("sha256") != dbd_conf.sha256

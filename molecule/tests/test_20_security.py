@@ -132,7 +132,7 @@ def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> Non
     if view.database is not None:
         view.run(view.database, f"cp -p {conf} {conf}.orig && sed -i 's/^StoragePass=.*/StoragePass=drifted/' {conf}")
     try:
-        dry_run = view.deploy("--check", "--diff")
+        dry_run = view.deploy("--check", "--diff", "--full")  # Ansible's check mode; --check alone is the plan
     finally:
         if view.database is not None:
             view.run(view.database, f"mv {conf}.orig {conf}")

@@ -176,3 +176,20 @@ def test_the_deployed_record_survives_a_round_trip(tmp_path: Path) -> None:
     again = load_record(tmp_path)
     assert again.hosts == record.hosts and again.knows("localhost", "/etc/slurm/slurm.conf")
     assert MUNGE_KEY.decode() not in (tmp_path / "deployed.json").read_text()
+
+
+def test_the_probe_looks_for_owed_actions_where_the_roles_leave_them() -> None:
+    from cluster_cli.host_files import PENDING_DIR
+
+    defaults = (REPO / "roles" / "slurm_common" / "defaults" / "main.yml").read_text()
+    assert f"slurm_common_pending_dir: {PENDING_DIR}\n" in defaults
+
+
+def test_owed_actions_and_stray_slurmds_are_changes(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    probe.owed.append("restart-slurmd")
+    probe.slurmds.update(probe.daemons | {"slurmd@node7": {"pid": 99, "started": 1.0, "running": True}})
+    found = [(change.subject, change.impact) for change in _plan(cluster, rendered, probe).changes]
+    assert found == [("restart-slurmd", Impact.RESTART_SLURMD), ("slurmd@node7", Impact.STOP)]
