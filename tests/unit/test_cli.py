@@ -324,3 +324,18 @@ def test_the_run_summary_line_reads_back(tmp_path):
 def test_status_counts_a_not_responding_node_as_unhealthy(state, healthy):
     status = ClusterStatus("c", "ctl", True, "UP", nodes=[NodeStatus("node1", state, "none", "gpu:1")])
     assert status.healthy is healthy
+
+
+@pytest.mark.skipif(__import__("shutil").which("ssh") is None, reason="needs the ssh client")
+def test_plan_names_each_host_it_cannot_probe_and_exits_1(runner: CliRunner, tmp_path: Path) -> None:
+    # real SSH to a port nothing listens on: every host answers "connection refused", nothing is guessed
+    text = SHIPPED_INVENTORIES["minimal"].read_text()
+    text = text.replace("ssh:\n  user: root\n", "ssh:\n  user: root\n  port: 1\n")
+    text = text.replace("address: 10.0.0.10", "address: 127.0.0.1").replace("10.0.0.[21-24]", "127.0.0.[21-24]")
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(text)
+    result = runner.invoke(main, ["plan", str(inventory), "--json"])
+    assert result.exit_code == ExitCode.FAILURE, result.output
+    unreachable = json.loads(result.stdout)["unreachable"]
+    assert set(unreachable) == {"head", "gpu01", "gpu02", "gpu03", "gpu04"}
+    assert all("refused" in reason.lower() or "port 1" in reason for reason in unreachable.values()), unreachable
