@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -17,13 +18,16 @@ from rich.console import Console
 from cluster_cli import __version__
 from cluster_cli import deploy as deploy_steps
 from cluster_cli import nodes as node_steps
-from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult
+from cluster_cli import upgrade as upgrade_steps
+from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure
 from cluster_cli.build import build_bundle, secrets_dir_for
 from cluster_cli.errors import ClusterCliError, ExitCode
+from cluster_cli.cluster import Cluster
 from cluster_cli.loader import load_cluster
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
 from cluster_cli.plan import Impact
+from cluster_cli.probe import probe_cluster
 from cluster_cli.progress import (
     PlaybookProgress,
     SmokeProgress,
@@ -45,6 +49,7 @@ from cluster_cli.smoke.registry import select as select_checks
 from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
 from cluster_cli.smoke_control.target import smoke_target
 from cluster_cli.status import collect_status
+from cluster_cli.upgrade import DEFAULT_BACKUP_DIR
 
 # The smoke package is stdlib-only (it runs on submit hosts), so its errors are not
 # ClusterCliErrors; their exit codes are set here.
@@ -149,6 +154,7 @@ def _print_header(console: Console, title: str, prepared: deploy_steps.Prepared)
 def _run_prepared(
     console: Console, prepared: deploy_steps.Prepared, playbook: str, title: str, options: PlaybookOptions,
     verbose: int, extra_vars: dict[str, object] | None = None,
+    log_role: Callable[[TaskFailure], str | None] | None = None,
 ) -> PlaybookResult:
     progress = PlaybookProgress(console, verbose=verbose > 0)
     extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
@@ -157,7 +163,22 @@ def _run_prepared(
     finally:
         progress.close()
     console.print(summary_table(result, summary_line(title, result)))
+    _print_failures(console, prepared, result, log_role)
+    console.print(f"full log: {result.log_path}")
+    if not result.ok:
+        raise ClusterCliError(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
+    return result
+
+
+def _print_failures(
+    console: Console, prepared: deploy_steps.Prepared, result: PlaybookResult,
+    log_role: Callable[[TaskFailure], str | None] | None,
+) -> None:
+    """Each failure with its host and task, and the last lines of the daemon logs it concerns
+    (the task's role, or ``log_role``'s answer for tasks outside the roles)."""
     for failure in result.failures:
+        if log_role is not None:
+            failure = replace(failure, role=log_role(failure) or failure.role)
         what = "unreachable" if failure.unreachable else "failed"
         console.print(f"[red]{failure.host}: {what}: {failure.task}[/red]")
         if failure.message:
@@ -165,10 +186,6 @@ def _run_prepared(
         for path, text in deploy_steps.failure_log_tails(prepared, failure):
             console.print(f"--- last lines of {path} on {failure.host}:", markup=False)
             console.print(text, markup=False)
-    console.print(f"full log: {result.log_path}")
-    if not result.ok:
-        raise ClusterCliError(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
-    return result
 
 
 @main.command()
@@ -244,6 +261,85 @@ def teardown(inventory: Path, purge: bool, limit: str | None, verbose: int) -> N
     """Stop every daemon of a (test) cluster; --purge also deletes its state."""
     options = PlaybookOptions(limit=limit, verbosity=max(verbose - 1, 0))
     _run_playbook(inventory, "teardown.yml", "Teardown", None, options, verbose, {"teardown_purge": purge})
+
+
+@main.command()
+@inventory_argument
+@click.option("--to", "to_version", metavar="VERSION",
+              help="Debian package version to install (default: the inventory's slurm.version, which it must equal).")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Compute hosts whose slurmd is upgraded and restarted at once.")
+@click.option("--backup-dir", default=DEFAULT_BACKUP_DIR, show_default=True,
+              help="Directory on the database host (and the primary controller) for the backups.")
+@click.option("--yes", "yes_name", metavar="CLUSTER_NAME", help="Confirm without asking: the cluster's name.")
+@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).")
+@click.option("-v", "--verbose", count=True)
+def upgrade(
+    inventory: Path, to_version: str | None, batch: int, backup_dir: str, yes_name: str | None,
+    build_dir: Path | None, verbose: int,
+) -> None:
+    """Upgrade Slurm in SchedMD's order: slurmdbd (after a database dump), slurmctld (backup, then
+    primary), login hosts, slurmd in batches; running and pending jobs are kept.
+
+    Exit 0: done (or nothing to upgrade); 1: a step failed (host, task and daemon log shown);
+    2: refused by the preflight (nothing upgraded).
+    """
+    cluster = load_cluster(inventory)
+    target = upgrade_steps.target_version(cluster, to_version)
+    console = Console(highlight=False)
+    prepared = deploy_steps.prepare(cluster, inventory, build_dir)
+    _print_header(console, "Upgrade", prepared)
+    probes = probe_cluster(cluster, {})
+    upgrade_steps.check_preflight(probes, target)
+    todo = upgrade_steps.hosts_to_upgrade(probes, target)
+    if not todo:
+        console.print(f"every host runs Slurm {target}: nothing to upgrade")
+        return
+    backup_file, state_file = upgrade_steps.backup_files(cluster, backup_dir)
+    run = upgrade_steps.UpgradeRun(target, batch, backup_file, state_file)
+    _print_upgrade_plan(console, cluster, todo, run)
+    problem = upgrade_steps.confirm_problem(cluster, yes_name if yes_name is not None else _ask_cluster_name(cluster))
+    if problem:
+        raise upgrade_steps.UpgradeRefused(problem)
+    _run_upgrade(console, prepared, run, verbose)
+    after = upgrade_steps.hosts_to_upgrade(probe_cluster(cluster, {}), target)
+    if after:
+        raise ClusterCliError(f"hosts still not at {target} after the upgrade: {', '.join(sorted(after))}")
+    console.print(f"every host runs Slurm {target}; database dump: {backup_file}")
+
+
+def _print_upgrade_plan(
+    console: Console, cluster: Cluster, todo: dict[str, dict[str, str]], run: upgrade_steps.UpgradeRun,
+) -> None:
+    console.print(f"upgrade to Slurm {run.version}, in this order: slurmdbd, slurmctld (backup, then primary), "
+                  f"login hosts, slurmd ({run.batch} host{'s' if run.batch > 1 else ''} at a time)")
+    for host, packages in sorted(todo.items()):
+        console.print(f"  {host}: " + ", ".join(f"{name} {version}" for name, version in sorted(packages.items())),
+                      markup=False)
+    if cluster.inventory.accounting.enabled:
+        console.print(f"the accounting database is dumped first to {run.backup_file} (0600) on "
+                      f"{cluster.inventory.accounting.host}", markup=False)
+
+
+def _ask_cluster_name(cluster: Cluster) -> str | None:
+    if not sys.stdin.isatty():
+        return None
+    return str(click.prompt(f"Type the cluster name ({cluster.name}) to upgrade it", default="", show_default=False))
+
+
+def _run_upgrade(
+    console: Console, prepared: deploy_steps.Prepared, run: upgrade_steps.UpgradeRun, verbose: int,
+) -> None:
+    """The hosts' own preflight (refusal: exit 2), then the upgrade (failure: exit 1)."""
+    verbosity = max(verbose - 1, 0)
+    try:
+        _run_prepared(console, prepared, "upgrade.yml", "Upgrade preflight", PlaybookOptions(
+            tags="preflight", verbosity=verbosity), verbose, run.extra_vars(), upgrade_steps.failure_daemon)
+    except ClusterCliError:
+        raise upgrade_steps.UpgradeRefused("the hosts' preflight refused the upgrade (above): nothing was upgraded") from None
+    _run_prepared(console, prepared, "upgrade.yml", "Upgrade", PlaybookOptions(
+        skip_tags="preflight", verbosity=verbosity), verbose, run.extra_vars(), upgrade_steps.failure_daemon)
 
 
 @main.command()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .core import APT_SOURCES, DEFAULT_CACHE_DIR, DEFAULT_SUBNET, Testbed, TestbedConfig
 from .mirror import DEFAULT_MIRROR_PACKAGES, build_mirror, default_mirror_dir
+from .overlay import build_overlay
 from .proc import TestbedError
 from .rootfs import COPY_MODES, RELEASES
 
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     mi.add_argument("--pip", action="append", default=[], metavar="REQ",
                     help="a requirement to pip download (binary, hosts' python) into the wheelhouse")
     mi.add_argument("--find-links", type=Path, action="append", default=[])
+    mi.add_argument("--over", choices=RELEASES, metavar="BASE",
+                    help="build only an overlay: the packages of --release (and the dependencies BASE "
+                         "cannot satisfy) to serve beside BASE's mirror, e.g. --release forky --over trixie")
     return ap
 
 
@@ -100,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.cmd == "mirror" and args.over:
+        out = args.out or default_mirror_dir(args.cache_dir, args.over) / args.release
+        pins = build_overlay(out, args.release, args.over, args.packages, args.cache_dir)
+        print(f"overlay {out}: {', '.join(pins)}")
+        return 0
     if args.cmd == "mirror":
         out = args.out or default_mirror_dir(args.cache_dir, args.release)
         r = build_mirror(out, args.release, args.packages, args.cache_dir, args.wheel,

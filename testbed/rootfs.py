@@ -16,7 +16,7 @@ from .proc import TestbedError, Timer, run
 
 log = logging.getLogger("testbed")
 
-RELEASES = ("bookworm", "trixie")
+RELEASES = ("bookworm", "trixie", "forky")
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 
