@@ -306,7 +306,7 @@ def upgrade(
     after = upgrade_steps.hosts_to_upgrade(probe_cluster(cluster, {}), target)
     if after:
         raise ClusterCliError(f"hosts still not at {target} after the upgrade: {', '.join(sorted(after))}")
-    console.print(f"every host runs Slurm {target}; database dump: {backup_file}")
+    console.print(f"every host runs Slurm {target}; database dump: {backup_file}", markup=False, soft_wrap=True)
 
 
 def _print_upgrade_plan(
@@ -319,7 +319,7 @@ def _print_upgrade_plan(
                       markup=False)
     if cluster.inventory.accounting.enabled:
         console.print(f"the accounting database is dumped first to {run.backup_file} (0600) on "
-                      f"{cluster.inventory.accounting.host}", markup=False)
+                      f"{cluster.inventory.accounting.host}", markup=False, soft_wrap=True)
 
 
 def _ask_cluster_name(cluster: Cluster) -> str | None:

@@ -74,7 +74,7 @@ def _upgrade(view: ClusterView, target: str) -> tuple[float, str]:
                     "--batch", "1", str(view.inventory_path), timeout=3600)
     seconds = time.monotonic() - start
     print(done.stdout[-6000:])
-    dump = re.search(r"database dump: (\S+)", done.stdout)
+    dump = re.search(r"database dump:\s+(\S+)", done.stdout)
     assert dump, f"no dump path in the output:\n{done.stdout[-2000:]}"
     print(f"upgrade: to {target} in {seconds:.0f} s")
     return seconds, dump.group(1)
@@ -124,7 +124,8 @@ def test_upgrade_keeps_jobs_and_accounting(view: ClusterView) -> None:
     _report(target, before, seconds, lost, states)
     assert not lost, f"jobs not completed normally: {states}"
     view.wait_nodes_idle()
-    assert view.cli("plan", "--build-dir", str(view.build_dir), str(view.inventory_path), check=False).returncode == 0
+    plan = view.cli("plan", "--build-dir", str(view.build_dir), str(view.inventory_path), check=False)
+    assert plan.returncode == 0, f"the plan after the upgrade is not empty:\n{plan.stdout[-3000:]}{plan.stderr[-1000:]}"
 
 
 def _report(target: str, before: dict[str, dict[str, str]], seconds: float, lost: list[str],
