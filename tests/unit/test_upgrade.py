@@ -153,7 +153,7 @@ def test_the_plays_follow_schedmds_order() -> None:
     upgrading = [(play["hosts"], play.get("serial")) for play in _plays() if "preflight" not in play.get("tags", [])]
     assert upgrading == [
         ("slurm_database", None),           # slurmdbd first (converts the database)
-        ("slurm_controller[1]", None),      # the backup slurmctld
+        ("slurm_controller[1:1]", None),    # the backup slurmctld, when there is one
         ("slurm_controller[0]", None),      # then the primary
         ("slurm_login", None),
         ("slurm_compute", "{{ upgrade_batch | default(1) }}"),  # slurmd in batches
