@@ -172,6 +172,8 @@ def test_slurmdbd_is_stopped_and_dumped_to_a_0600_file_before_its_package_change
              "Upgrade the Slurm packages on the slurmdbd host",
              "Give slurmdbd's first start the database conversion timeout",
              "Start slurmdbd, which converts the database to the new release",
+             "Wait for slurmdbd to listen (a small database converts in seconds)",
+             "Check that slurmdbd still runs, converting, or stop here (it exited; see its log)",
              "Wait for slurmdbd to listen once the conversion is done"]
     assert [name for name in names if name in order] == order
     block = next(task for task in play["tasks"] if "block" in task)["block"]
