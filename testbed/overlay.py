@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mirror import ARCH, KEYRING, apt_options, index
+from .mirror import ARCH, KEYRING, apt_options
 from .proc import TestbedError, Timer, run
 from .rootfs import DEFAULT_DEBIAN_MIRROR, DEFAULT_SECURITY_MIRROR
 
@@ -140,6 +140,14 @@ def download_pinned(opts: list[str], stanzas: list[Stanza], pool: Path) -> None:
         run(["apt-get", *opts, "download", *missing], cwd=pool, timeout=1800)
 
 
+def index_suite(out: Path) -> None:
+    """Packages(.gz) of a flat suite in a subdirectory of the mirror: apt fetches a flat suite's
+    files from the mirror's root URI + Filename, so Filename is ``<suite>/pool/...``."""
+    scanned = run(["dpkg-scanpackages", "--multiversion", f"{out.name}/pool", "/dev/null"], cwd=out.parent, timeout=600)
+    (out / "Packages").write_text(scanned.stdout)
+    run(["gzip", "-9nkf", "Packages"], cwd=out)
+
+
 def build_overlay(out: Path, newer: str, base: str, packages: list[str], cache_dir: Path) -> list[str]:
     """Build the overlay repository in ``out``; returns name=version of every package in it."""
     with Timer() as total:
@@ -148,7 +156,7 @@ def build_overlay(out: Path, newer: str, base: str, packages: list[str], cache_d
         pins = [f"{s.name}={s.version}" for s in stanzas]
         out.mkdir(parents=True, exist_ok=True)
         download_pinned(opts, stanzas, out / "pool")
-        index(out)
+        index_suite(out)
     meta = {"release": newer, "over": base, "packages": sorted(packages), "resolved": pins,
             "seconds": round(total.seconds, 1), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     (out / "overlay.json").write_text(json.dumps(meta, indent=2) + "\n")
