@@ -10,6 +10,8 @@ here from the two releases' package lists, one dependency at a time::
     a dependency the base release satisfies -> taken from the base release (not copied)
     otherwise                               -> the newer release's package, and its own dependencies
 
+Dependencies the base release satisfies but its mirror (``<out>/../Packages``) does not hold
+(26.05 needs libhttp-parser2.9 and libibmad5, which 24.11 did not) come from the base release.
 The result is ``<out>/pool/*.deb``, ``<out>/Packages(.gz)`` and ``<out>/overlay.json``: served as
 a second flat suite beside the base mirror (``/mirror/<release>/``), so a deploy pinned to the
 old version never sees the newer packages unless the inventory adds that suite.
@@ -99,10 +101,12 @@ def satisfier(stanzas: dict[str, list[Stanza]], relation: str) -> Stanza | None:
     return candidates[-1] if candidates else None
 
 
-def overlay_closure(base: dict[str, list[Stanza]], newer: dict[str, list[Stanza]],
-                    packages: list[str]) -> list[Stanza]:
-    """The newer release's stanzas the hosts need: the packages asked for and each dependency
-    the base release cannot satisfy, recursively."""
+def overlay_closure(base: dict[str, list[Stanza]], newer: dict[str, list[Stanza]], packages: list[str],
+                    mirror: dict[str, list[Stanza]] | None = None) -> list[Stanza]:
+    """What the hosts need beyond the base mirror: the newer release's ``packages``, each of their
+    dependencies the base release cannot satisfy (the newer release's), and each the base release
+    satisfies but the base ``mirror`` does not hold (the base release's), recursively."""
+    held = mirror or {}
     todo = [satisfier(newer, name) for name in packages]
     if None in todo:
         raise TestbedError(f"not all of {packages} are in the newer release")
@@ -113,13 +117,22 @@ def overlay_closure(base: dict[str, list[Stanza]], newer: dict[str, list[Stanza]
             continue
         chosen[stanza.name] = stanza
         for alternatives in stanza.depends:
-            if any(satisfier(base, alt) or alt.split()[0] in chosen for alt in alternatives):
-                continue
-            picked = next((s for s in (satisfier(newer, alt) for alt in alternatives) if s), None)
-            if picked is None:
-                raise TestbedError(f"{stanza.name}: no release satisfies {' | '.join(alternatives)}")
-            todo.append(picked)
+            picked = _pick(alternatives, chosen, held, base, newer)
+            if picked is not None:
+                todo.append(picked)
     return sorted(chosen.values(), key=lambda s: s.name)
+
+
+def _pick(alternatives: list[str], chosen: dict[str, Stanza], held: dict[str, list[Stanza]],
+          base: dict[str, list[Stanza]], newer: dict[str, list[Stanza]]) -> Stanza | None:
+    """The stanza one dependency adds to the overlay; None when the mirror or the overlay has it."""
+    if any(alt.split()[0] in chosen or satisfier(held, alt) for alt in alternatives):
+        return None
+    for source in (base, newer):
+        picked = next((s for s in (satisfier(source, alt) for alt in alternatives) if s), None)
+        if picked is not None:
+            return picked
+    raise TestbedError(f"no release satisfies {' | '.join(alternatives)}")
 
 
 def deb_prefix(stanza: Stanza) -> str:
@@ -152,7 +165,9 @@ def build_overlay(out: Path, newer: str, base: str, packages: list[str], cache_d
     """Build the overlay repository in ``out``; returns name=version of every package in it."""
     with Timer() as total:
         opts, lists_dir = prepare_apt_pair(cache_dir, base, newer)
-        stanzas = overlay_closure(release_stanzas(lists_dir, base), release_stanzas(lists_dir, newer), packages)
+        mirror_index = out.parent / "Packages"
+        held = parse_stanzas(mirror_index.read_text()) if mirror_index.is_file() else {}
+        stanzas = overlay_closure(release_stanzas(lists_dir, base), release_stanzas(lists_dir, newer), packages, held)
         pins = [f"{s.name}={s.version}" for s in stanzas]
         out.mkdir(parents=True, exist_ok=True)
         download_pinned(opts, stanzas, out / "pool")
