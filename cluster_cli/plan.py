@@ -146,7 +146,9 @@ def _slurm_version(probes: dict[str, HostProbe]) -> str | None:
 
 
 def _state_conflicts(cluster: Cluster, controller: dict[str, Any]) -> list[str]:
-    held = controller.get("state_cluster_name")
+    # Slurm 24.11 and later keep "NAME|CLUSTER_ID" in StateSaveLocation/clustername (seen on the
+    # trixie test bed: "tbmolup|600"); 22.05 keeps the name alone.
+    held = (controller.get("state_cluster_name") or "").split("|")[0]
     if not held or held == cluster.name:
         return []
     state_dir = cluster.inventory.slurm.paths.state_dir

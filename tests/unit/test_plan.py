@@ -153,6 +153,16 @@ def test_a_host_holding_another_clusters_state_is_a_conflict(tmp_path: Path) -> 
     assert "cluster 'other'" in plan.conflicts[0] and "CLUSTER NAME MISMATCH" in plan.conflicts[0]
 
 
+def test_the_cluster_id_slurm_24_11_keeps_beside_the_name_is_no_conflict(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    probe.controller["state_cluster_name"] = f"{cluster.name}|600"
+    assert _plan(cluster, rendered, probe).conflicts == []
+    probe.controller["state_cluster_name"] = "other|600"
+    assert "cluster 'other'" in _plan(cluster, rendered, probe).conflicts[0]
+
+
 def test_an_unprobed_host_fails_the_plan_with_its_reason(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path)
     plan = _plan(cluster, _rendered(cluster), HostProbe("localhost", error="ssh: connection refused"))
