@@ -121,18 +121,36 @@ def test_upgrade_keeps_jobs_and_accounting(view: ClusterView) -> None:
     assert accounted <= _accounted_jobs(view), "accounting records from before the upgrade are missing"
     _check_dump(view, dump)
     assert "26.05" not in target or target.split("-")[0] in view.slurm(f"cat {SHARED}/upgrade-pending.out")
-    _report(target, before, seconds, lost, states)
+    released = _nodes_released(view)
+    _report(target, before, seconds, lost, states, released)
     assert not lost, f"jobs not completed normally: {states}"
-    view.wait_nodes_idle()
     plan = view.cli("plan", "--json", "--build-dir", str(view.build_dir), str(view.inventory_path), check=False)
     packages = [change for change in json.loads(plan.stdout)["changes"] if change["impact"] == "package change"]
     assert not packages, f"the inventory's slurm.version and the hosts disagree after the upgrade: {packages}"
 
 
+def _nodes_released(view: ClusterView) -> str:
+    """How the nodes became idle after the jobs: by themselves, or after one more slurmctld restart.
+
+    The known Slurm behaviour of docs/testbed.md (a job recovered across a slurmctld restart can
+    leave its nodes "mixed" with no job, until the next restart) met the upgrade's restart too."""
+    def all_idle() -> bool:
+        return all(view.node_state(node) == ("idle", "none") for node in view.nodes)
+    try:
+        took = view.wait_until("every node is idle again", all_idle, timeout=60, every=5)
+        return f"idle {took:.0f} s after the jobs completed"
+    except pytest.fail.Exception:
+        print("upgrade: nodes still allocated 60 s after the recovered jobs completed: restarting slurmctld again")
+        view.run(view.controller, "systemctl restart slurmctld")
+        view.wait_until("every node is idle after the second restart", all_idle, timeout=120, every=5)
+        return "still mixed 60 s after the jobs completed; idle after one more slurmctld restart"
+
+
 def _report(target: str, before: dict[str, dict[str, str]], seconds: float, lost: list[str],
-            states: dict[str, str]) -> None:
+            states: dict[str, str], released: str) -> None:
     report = {"to": target, "from": sorted({v for versions in before.values() for v in versions.values()}),
               "hosts": len(before), "upgrade_seconds": round(seconds, 1), "jobs_lost": len(lost), "jobs": states,
+              "nodes_after_the_jobs": released,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(f"upgrade: {json.dumps(report, sort_keys=True)}")
     directory = os.environ.get("CLUSTER_TB_REPORT_DIR")
