@@ -1,0 +1,27 @@
+"""The Slurm facts that decide what a configuration change needs, per Slurm series: one home.
+
+The roles' deploy logic (filter_plugins/cluster_filters.py ``slurm_conf_change``) and
+``cluster-cli plan`` both ask this package; neither keeps a copy of the rules. The facts are data:
+data/slurm-<series>.json, derived from each series' own man pages by devtools/slurm_docs.py, and
+data/rules.json, the facts a person read from the man pages and SchedMD's guides, each quoted with
+its source. docs/slurm-rules.md shows them all.
+
+Standard library only; the data is read on first use and kept.
+"""
+
+from __future__ import annotations
+
+from cluster_cli.slurm_facts.change import ConfChange, conf_change
+from cluster_cli.slurm_facts.facts import UnknownSlurmVersion, known_keys, rules_series, series, supported_series
+from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
+
+__all__ = [
+    "ConfChange",
+    "UnknownSlurmVersion",
+    "conf_change",
+    "known_keys",
+    "rules_series",
+    "series",
+    "supported_series",
+    "upgrade_path_problem",
+]
