@@ -45,7 +45,9 @@ Each changed key, node, partition or file is a cause with an impact. The deploy 
 - restart every slurmd when a cause needs it;
 - otherwise `scontrol reconfigure` for any other change of slurm.conf, gres.conf, cgroup.conf or
   topology.conf (it reaches slurmctld and the slurmds not restarted);
-- restart slurmdbd for a slurmdbd.conf change (the slurmdbd role).
+- restart slurmdbd for a slurmdbd.conf change (the slurmdbd role, on any change of it). A
+  slurm.conf key whose man page wants every daemon restarted (AuthType) sets `restart_slurmdbd`
+  too, for `plan` to show; the deploy does not restart slurmdbd for it.
 
 `ConfChange.impact` sums it up: `none`, `reconfigure` (scontrol reconfigure only) or `restart`.
 """
