@@ -118,8 +118,14 @@ def plan_table(plan: Plan) -> Table:
         table.add_column(column)
     for change in plan.changes:
         style = IMPACT_STYLE.get(change.impact.value, "yellow")
-        table.add_row(change.host, change.subject, f"[{style}]{change.impact.value}[/{style}]", change.detail)
+        table.add_row(change.host, change.subject, f"[{style}]{change.impact.value}[/{style}]", _first_cause(change.detail))
     return table
+
+
+def _first_cause(detail: str) -> str:
+    """A restart's first cause, and how many more (`plan --json` lists them all)."""
+    causes = detail.split("; ")
+    return causes[0] + (f" (+{len(causes) - 1} more)" if len(causes) > 1 else "")
 
 
 def print_plan(console: Console, plan: Plan, show_diff: bool) -> None:

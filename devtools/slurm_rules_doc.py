@@ -30,6 +30,11 @@ introduction says; an undocumented key restarts slurmctld and slurmd (the conser
 A host whose Slurm version has no rules here (not installed yet, another release) gets the rules of
 the oldest series, which restart the most.
 
+`cluster-cli validate` refuses a `slurm.conf` or `cgroup.overrides` key of the inventory that the
+target version's man page does not document (the series of `slurm.version`, else 22.05; a version
+without key lists here is not checked), naming the closest documented key ("did you mean
+SlurmctldParameters?").
+
 ## From causes to the deploy's actions
 
 Each changed key, node, partition or file is a cause with an impact. The deploy (markers
@@ -40,7 +45,9 @@ Each changed key, node, partition or file is a cause with an impact. The deploy 
 - restart every slurmd when a cause needs it;
 - otherwise `scontrol reconfigure` for any other change of slurm.conf, gres.conf, cgroup.conf or
   topology.conf (it reaches slurmctld and the slurmds not restarted);
-- restart slurmdbd for a slurmdbd.conf change (the slurmdbd role).
+- restart slurmdbd for a slurmdbd.conf change (the slurmdbd role, on any change of it). A
+  slurm.conf key whose man page wants every daemon restarted (AuthType) sets `restart_slurmdbd`
+  too, for `plan` to show; the deploy does not restart slurmdbd for it.
 
 `ConfChange.impact` sums it up: `none`, `reconfigure` (scontrol reconfigure only) or `restart`.
 """

@@ -376,6 +376,49 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     return [node for node in expected if node not in ready]
 
 
+def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: str) -> dict[str, Any]:
+    """What the change from the Slurm configuration on a host to the rendered one needs, by the
+    rules of cluster_cli.slurm_facts for the host's Slurm ``version`` (its one home).
+
+    ``old_results``: the results of a looped ``slurp`` of the files in place (item: the file name; no
+    content: the file is not there); ``new_dir``: the directory on the control node holding the
+    rendered files (a file missing there is not wanted). Returns {restart_slurmctld, restart_slurmd,
+    restart_slurmdbd, reconfigure, impact, reasons, nodes_added, nodes_removed, series}. A version
+    without rules ("" before Slurm is installed) gets the rules of the oldest series, said in the
+    first reason.
+
+        __slurm_common_change: >-
+          {{ __slurm_common_old_confs.results | slurm_conf_change(slurm_common_config_src, __slurm_common_installed_version) }}
+    """
+    from cluster_cli.slurm_facts import conf_change, rules_series  # the control node runs cluster-cli's Ansible
+
+    old = {result["item"]: _slurped_text(result) for result in old_results}
+    new = {name: _text_or_none(Path(new_dir) / name) for name in old}
+    series, why = rules_series(version)
+    change = conf_change(series, old, new)
+    return {
+        "restart_slurmctld": change.restart_slurmctld,
+        "restart_slurmd": change.restart_slurmd,
+        "restart_slurmdbd": change.restart_slurmdbd,
+        "reconfigure": change.reconfigure,
+        "impact": change.impact,
+        "reasons": ([why] if why and change.reasons else []) + list(change.reasons),
+        "nodes_added": list(change.nodes_added),
+        "nodes_removed": list(change.nodes_removed),
+        "series": series,
+    }
+
+
+def _slurped_text(result: dict[str, Any]) -> str | None:
+    if "content" not in result:
+        return None
+    return base64.b64decode(result["content"]).decode("utf-8", errors="replace")
+
+
+def _text_or_none(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -398,4 +441,5 @@ class FilterModule:
             "conf_value": conf_value,
             "ldconfig_lib_path": ldconfig_lib_path,
             "slurm_nodes_not_ready": slurm_nodes_not_ready,
+            "slurm_conf_change": slurm_conf_change,
         }

@@ -1,15 +1,21 @@
 """Free-form Slurm keys (slurm.conf, cgroup.conf overrides, partition options): none may set what the
-inventory sets from its own fields, and none may repeat another in a different case.
+inventory sets from its own fields, none may repeat another in a different case, and the slurm.conf
+and cgroup.conf ones must be keys the target Slurm version documents (cluster_cli.slurm_facts).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
+from cluster_cli.slurm_facts import UnknownSlurmVersion, known_keys, series
 from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS, find_key
+
+# The Slurm series the packages bring when slurm.version pins none (Debian 12, the supported host).
+DEFAULT_SLURM_SERIES = "22.05"
 
 
 def check_overrides(inventory: Inventory, problems: Problems) -> None:
@@ -27,6 +33,31 @@ def check_overrides(inventory: Inventory, problems: Problems) -> None:
     ):
         for key, field in _managed_keys(settings, managed):
             problems.add(location + (key,), f"set by the inventory: use {field}")
+    _check_documented_keys(inventory, problems)
+
+
+def _check_documented_keys(inventory: Inventory, problems: Problems) -> None:
+    """Each slurm.conf and cgroup.conf key must be one the target version's man page documents. A
+    version without key lists here is not checked (the deploy then treats unknown keys as needing a
+    restart)."""
+    try:
+        target = series(inventory.slurm.version or DEFAULT_SLURM_SERIES)
+    except UnknownSlurmVersion:
+        return
+    for location, settings, file_name in (
+        (("slurm", "conf"), inventory.slurm.conf, "slurm.conf"),
+        (("cgroup", "overrides"), inventory.cgroup.overrides, "cgroup.conf"),
+    ):
+        documented = {key.lower(): key for key in known_keys(target, file_name)}
+        for key in settings:
+            if key.lower() not in documented:
+                problems.add(location + (key,), _unknown_key_message(key, file_name, target, documented))
+
+
+def _unknown_key_message(key: str, file_name: str, target: str, documented: dict[str, str]) -> str:
+    message = f"not a {file_name} key of Slurm {target} ({file_name}(5))"
+    close = difflib.get_close_matches(key.lower(), documented, n=1, cutoff=0.85)
+    return f"{message}: did you mean {documented[close[0]]}?" if close else message
 
 
 def _check_case_repeats(location: Location, settings: dict[str, object], problems: Problems) -> None:

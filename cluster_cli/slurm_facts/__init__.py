@@ -12,7 +12,13 @@ Standard library only; the data is read on first use and kept.
 from __future__ import annotations
 
 from cluster_cli.slurm_facts.change import ConfChange, conf_change
-from cluster_cli.slurm_facts.facts import UnknownSlurmVersion, known_keys, rules_series, series, supported_series
+from cluster_cli.slurm_facts.facts import (
+    UnknownSlurmVersion,
+    known_keys,
+    rules_series,
+    series,
+    supported_series,
+)
 from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
 
 __all__ = [

@@ -39,6 +39,7 @@ SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
 FILES = (*SLURM_FILES, "slurmdbd.conf")
 # An unknown key or file: restart both daemons, the choice that cannot leave one on the old value.
 CONSERVATIVE = "restart_slurmctld_slurmd"
+Values = tuple[str, ...]
 # slurm.conf lines that name nodes one by one (hostlists expanded).
 HOSTLIST_RECORDS = ("NodeName", "DownNodes", "FrontendName")
 
@@ -52,8 +53,12 @@ class Cause:
 
 @dataclass(frozen=True)
 class ConfChange:
-    """What a configuration change needs. ``impact``: "none", "reconfigure" (``scontrol
-    reconfigure`` only) or "restart" (at least one daemon restarts)."""
+    """What a configuration change needs, and why (one line per cause in ``reasons``).
+
+    ``impact``: "none", "reconfigure" (``scontrol reconfigure`` only) or "restart" (at least one
+    daemon restarts). ``restart_slurmdbd``: slurmdbd.conf changed, or a slurm.conf key whose man
+    page wants every daemon restarted (AuthType); the deploy restarts slurmdbd for the former only
+    (the slurmdbd role, on any slurmdbd.conf change)."""
 
     restart_slurmctld: bool
     restart_slurmd: bool
@@ -109,7 +114,8 @@ def summarise(causes: list[Cause], added: list[str], removed: list[str]) -> Conf
         )
     reconfigure = bool(slurm_files) and not restart_slurmctld
     if reconfigure and "reconfigure" not in actions:
-        reasons.append(f"{', '.join(slurm_files)}: scontrol reconfigure as well, so that slurmctld reads the change")
+        reasons.append(f"{', '.join(slurm_files)}: scontrol reconfigure as well, so that slurmctld reads"
+                       " the change")
     return ConfChange(restart_slurmctld, restart_slurmd, "slurmdbd" in actions, reconfigure, tuple(reasons),
                       tuple(added), tuple(removed))
 
@@ -150,8 +156,8 @@ class SlurmConfDiff:
         return Cause("slurm.conf", impact, f"slurm.conf: {what}: {WORDS[impact]} ({source})")
 
     def unknown(self, what: str, key: str) -> Cause:
-        return Cause("slurm.conf", CONSERVATIVE, f"slurm.conf: {what}: {WORDS[CONSERVATIVE]} ({key} is not a key"
-                     f" slurm.conf(5) of Slurm {self.series} documents: the conservative choice)")
+        return Cause("slurm.conf", CONSERVATIVE, f"slurm.conf: {what}: {WORDS[CONSERVATIVE]}"
+                     f" ({undocumented(key, 'slurm.conf', self.series)})")
 
     def setting_causes(self, key: str, old: Conf, new: Conf) -> list[Cause]:
         documented = spellings(self.series, "slurm.conf").get(key)
@@ -171,7 +177,7 @@ class SlurmConfDiff:
     def key_impact(self, facts: dict) -> str:
         return facts.get("impact") or self.facts["default"]["impact"]
 
-    def option_causes(self, key: str, facts: dict, before: tuple[str, ...], after: tuple[str, ...]) -> list[Cause]:
+    def option_causes(self, key: str, facts: dict, before: Values, after: Values) -> list[Cause]:
         """One cause per option the man page notes a restart for, one for the other changed options."""
         if len(before) > 1 or len(after) > 1:
             return []
@@ -182,16 +188,16 @@ class SlurmConfDiff:
                  for name in changed if name in noted]
         plain = [name for name in changed if name not in noted]
         if plain or not found:
-            shown = f" ({', '.join(plain)})" if plain else ""
-            found.append(self.cause(self.key_impact(facts), f"{key} changed{shown}", self.source()))
+            listed = f" ({', '.join(plain)})" if plain else ""
+            found.append(self.cause(self.key_impact(facts), f"{key} changed{listed}", self.source()))
         return found
 
-    def listening_causes(self, key: str, what: str = "") -> list[Cause]:
+    def listening_causes(self, key: str) -> list[Cause]:
         rule = self.curated["listening"]
         impact = rule["keys"].get(key)
         if impact is None:
             return []
-        return [self.cause(impact, what or f"{key} changed", curated_source(rule["sources"], self.series))]
+        return [self.cause(impact, f"{key} changed", curated_source(rule["sources"], self.series))]
 
     def record_causes(self, kind: str, old: Conf, new: Conf) -> list[Cause]:
         before, after = old.records.get(kind, {}), new.records.get(kind, {})
@@ -216,7 +222,8 @@ class SlurmConfDiff:
         found = [self.unknown(f"{record} {name}: {key} changed", key) for key in unknown]
         impacts = [facts["keys"][key].get("impact") for key in keys] + [note.get("impact")]
         impact = strongest([each for each in impacts if each] or [self.facts["default"]["impact"]])
-        return [*found, self.cause(impact, f"{record} {name} changed ({', '.join(keys)})", self.source(facts["section"]))]
+        what = f"{record} {name} changed ({', '.join(keys)})"
+        return [*found, self.cause(impact, what, self.source(facts["section"]))]
 
     def changed_keys(self, record: str, before: dict, after: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The changed keys of a record: (documented ones as spelled, undocumented ones)."""
@@ -237,8 +244,8 @@ class SlurmConfDiff:
             found.append(self.cause(rule["added"], f"nodes added: {shown(added)}", source))
         if removed:
             drain = curated_source([rule["before_removal"]], self.series)
-            found.append(self.cause(rule["removed"], f"nodes removed: {shown(removed)} (drain them first: {drain})",
-                                    source))
+            what = f"nodes removed: {shown(removed)} (drain them first: {drain})"
+            found.append(self.cause(rule["removed"], what, source))
         return found + self.changed_node_causes(before, after)
 
     def changed_node_causes(self, before: dict[str, dict], after: dict[str, dict]) -> list[Cause]:
@@ -267,6 +274,10 @@ def options_of(value: str) -> dict[str, str]:
         name, _, setting = item.partition("=")
         found[name.lower()] = setting
     return found
+
+
+def undocumented(key: str, file_name: str, name: str) -> str:
+    return f"{key} is not a key {file_name}(5) of Slurm {name} documents: the conservative choice"
 
 
 def shown(names: list[str]) -> str:
@@ -311,8 +322,8 @@ def key_causes(name: str, file_name: str, before: str, after: str) -> list[Cause
         documented = spellings(name, file_name).get(key.lower())
         if documented is None:
             impact = "restart_slurmdbd" if file_name == "slurmdbd.conf" else CONSERVATIVE
-            found.append(Cause(file_name, impact, f"{file_name}: {key} changed: {WORDS[impact]} ({key} is not a key"
-                               f" {file_name}(5) of Slurm {name} documents: the conservative choice)"))
+            found.append(Cause(file_name, impact, f"{file_name}: {key} changed: {WORDS[impact]}"
+                               f" ({undocumented(key, file_name, name)})"))
             continue
         impact = facts["keys"][documented].get("impact") or default
         found.append(Cause(file_name, impact, f"{file_name}: {documented} changed: {WORDS[impact]} ({source})"))
@@ -336,7 +347,8 @@ def changed_item_keys(file_name: str, before: str, after: str) -> list[str]:
     changed: dict[str, None] = {}
     for item in dict.fromkeys([*old, *new]):
         was, now = old.get(item, {}), new.get(item, {})
-        changed.update(dict.fromkeys(key for key in dict.fromkeys([*was, *now]) if was.get(key) != now.get(key)))
+        keys = dict.fromkeys([*was, *now])
+        changed.update(dict.fromkeys(key for key in keys if was.get(key) != now.get(key)))
     return [spelled[key] for key in changed]
 
 

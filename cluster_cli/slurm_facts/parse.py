@@ -115,7 +115,8 @@ def parse_conf(text: str, record_keys: Iterable[str] = (), expand: Iterable[str]
             continue
         names = expand_hostlist(name) if kind in hostlists else [name]
         for index, one in enumerate(names):
-            conf.records.setdefault(kind, {})[one] = {**defaults.get(kind, {}), **per_node(attributes, index, names)}
+            own = per_node(attributes, index, names)
+            conf.records.setdefault(kind, {})[one] = {**defaults.get(kind, {}), **own}
         for key, _ in found[1:]:
             conf.spelled.setdefault(key.lower(), key)
     return conf

@@ -78,3 +78,16 @@ def test_the_installed_cli_renders_and_its_playbook_passes_ansibles_syntax_check
     playbook = Path(sys.executable).parent / "ansible-playbook"
     run([str(playbook), "--syntax-check", "-i", str(build / "ansible" / "inventory.yml"),
          str(share / "playbooks" / "site.yml")], cwd=installed, env=env)
+
+
+def test_the_installed_package_carries_the_slurm_rules_data(installed: Path) -> None:
+    done = outside(
+        installed,
+        "-c",
+        "from cluster_cli import slurm_facts; import cluster_cli.slurm_facts.facts as facts;"
+        "print(facts.DATA_DIR); print(' '.join(slurm_facts.supported_series()));"
+        "print(slurm_facts.conf_change('22.05', {'slurm.conf': 'KillWait=30'}, {'slurm.conf': 'KillWait=60'}).impact)",
+    )
+    data_dir, supported, impact = done.stdout.splitlines()
+    assert Path(data_dir) == installed / "site" / "cluster_cli" / "slurm_facts" / "data"
+    assert supported.split() == ["22.05", "24.11", "26.05"] and impact == "reconfigure"

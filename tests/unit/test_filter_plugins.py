@@ -558,3 +558,77 @@ def test_conf_value_reads_one_key_of_a_config_text(text, value):
 )
 def test_slurm_nodes_not_ready_follows_the_usable_state_rule(lines, not_ready):
     assert F.slurm_nodes_not_ready(["node1", "node2", "node3"], lines) == not_ready
+
+
+# ---- slurm_conf_change (roles/slurm_common) ---------------------------------------------------
+
+SLURM_CONF = (
+    "ClusterName=test\nSelectType=select/cons_tres\nNodeName=node[1-2] CPUs=4\n"
+    "PartitionName=debug Nodes=node[1-2] MaxTime=01:00:00\n"
+)
+ROLE_KEYS = {"restart_slurmctld", "restart_slurmd", "reconfigure"}
+
+
+def slurped(files: dict[str, str | None]) -> list[dict]:
+    """What the looped slurp of roles/slurm_common registers: content for a file there, a failure
+    without content for one that is not."""
+    return [
+        {"item": name, "content": base64.b64encode(text.encode()).decode(), "encoding": "base64"}
+        if text is not None else {"item": name, "failed": True, "msg": "file not found"}
+        for name, text in files.items()
+    ]
+
+
+def rendered(tmp_path: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "version", "expected"),
+    [
+        ("MaxTime=01:00:00", "MaxTime=02:00:00", "22.05.8-4+deb12u3", (False, False, True)),
+        ("select/cons_tres", "select/linear", "22.05.8-4+deb12u3", (True, True, False)),
+        ("node[1-2]", "node[1-3]", "22.05.8-4+deb12u3", (True, True, False)),
+        ("node[1-2]", "node[1-3]", "24.11.5-4+deb13u1", (False, False, True)),
+        ("ClusterName=test", "clustername=test", "24.11.5-4+deb13u1", (False, False, False)),
+    ],
+)
+def test_slurm_conf_change_gives_the_role_its_three_facts(tmp_path, old, new, version, expected) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF.replace(old, new)})
+    result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF}), source, version)
+    assert (result["restart_slurmctld"], result["restart_slurmd"], result["reconfigure"]) == expected
+    assert ROLE_KEYS <= set(result)
+
+
+def test_slurm_conf_change_reads_only_the_slurped_files_and_a_missing_one_as_absent(tmp_path) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF, "gres.conf": "Name=gpu File=/dev/nvidia0\n",
+                                 "slurmdbd.conf": "DbdPort=6819\n"})
+    result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF, "gres.conf": None}), source, "22.05.8")
+    assert (result["restart_slurmctld"], result["restart_slurmd"], result["restart_slurmdbd"]) == (False, True, False)
+    assert result["reasons"][0] == "gres.conf is new here: restart slurmd (its keys and the file rule)"
+    assert result["reconfigure"], "slurmctld reads gres.conf too"
+
+
+def test_slurm_conf_change_a_file_no_longer_rendered_is_removed(tmp_path) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF})
+    result = F.slurm_conf_change(
+        slurped({"slurm.conf": SLURM_CONF, "topology.conf": "SwitchName=s1 Nodes=node[1-2]\n"}), source, "22.05.8"
+    )
+    assert result["impact"] == "reconfigure" and result["reasons"][0].startswith("topology.conf is removed")
+
+
+@pytest.mark.parametrize("version", ["", "23.11.4-1"])
+def test_slurm_conf_change_without_rules_for_the_version_uses_the_oldest_series(tmp_path, version) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF.replace("node[1-2]", "node[1-3]")})
+    result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF}), source, version)
+    assert result["series"] == "22.05"
+    assert (result["restart_slurmctld"], result["restart_slurmd"]) == (True, True)
+    assert "the rules of 22.05, which restart the most, apply" in result["reasons"][0]
+
+
+def test_slurm_conf_change_of_nothing_says_nothing(tmp_path) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF})
+    result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF}), source, "")
+    assert result["impact"] == "none" and result["reasons"] == []

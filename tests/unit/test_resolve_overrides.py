@@ -72,3 +72,55 @@ def test_keys_that_differ_only_in_case():
             "the same key as 'ConstrainCores': Slurm ignores case in keys",
         ),
     ]
+
+
+# ---- keys the target Slurm version documents (cluster_cli.slurm_facts) --------------------------
+
+
+def test_a_misspelt_slurm_conf_key_is_refused_with_a_suggestion():
+    text = BASE + "slurm:\n  conf:\n    SlurmctldParamters: enable_configless\n"
+    assert problems(text) == [
+        problem(
+            text,
+            "SlurmctldParamters: enable_configless",
+            "slurm.conf.SlurmctldParamters",
+            "not a slurm.conf key of Slurm 22.05 (slurm.conf(5)): did you mean SlurmctldParameters?",
+        )
+    ]
+
+
+def test_a_misspelt_cgroup_key_is_refused_with_a_suggestion():
+    text = BASE + "cgroup:\n  overrides:\n    ConstrainCore: yes\n"
+    assert problems(text) == [
+        problem(
+            text,
+            "ConstrainCore: yes",
+            "cgroup.overrides.ConstrainCore",
+            "not a cgroup.conf key of Slurm 22.05 (cgroup.conf(5)): did you mean ConstrainCores?",
+        )
+    ]
+
+
+def test_a_key_like_no_documented_one_is_refused_without_a_suggestion():
+    text = BASE + "slurm:\n  conf:\n    FavouriteColour: blue\n"
+    assert problems(text) == [
+        problem(text, "FavouriteColour: blue", "slurm.conf.FavouriteColour", "not a slurm.conf key of Slurm 22.05 (slurm.conf(5))")
+    ]
+
+
+def test_documented_keys_pass_in_any_case():
+    assert problems(BASE + "slurm:\n  conf:\n    killwait: 30\n    SlurmctldDebug: info\n") == []
+
+
+def test_the_key_list_is_the_one_of_the_pinned_version():
+    # HashPlugin is documented from 24.11 on (docs/slurm-rules.md, keys per series)
+    text = BASE + "slurm:\n  conf:\n    HashPlugin: hash/k12\n"
+    assert problems(text) == [
+        problem(text, "HashPlugin: hash/k12", "slurm.conf.HashPlugin", "not a slurm.conf key of Slurm 22.05 (slurm.conf(5))")
+    ]
+    assert problems(edit(text, "slurm:\n", "slurm:\n  version: 24.11.5-4+deb13u1\n")) == []
+
+
+def test_a_version_without_key_lists_is_not_checked():
+    text = BASE + "slurm:\n  version: 23.11.4-1\n  conf:\n    SlurmctldParamters: enable_configless\n"
+    assert problems(text) == []
