@@ -53,14 +53,45 @@ def _boot_time() -> float:
     return 0.0
 
 
-def process_facts(pidfile: str, boot_time: float) -> dict:
-    """The pid in ``pidfile`` and when that process started (epoch seconds), if it runs."""
+def _pid_from_file(pidfile: str) -> int | None:
     try:
         with open(pidfile, encoding="ascii") as handle:
-            pid = int(handle.read().split()[0])
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def find_daemon(daemon: str) -> int | None:
+    """The pid of ``daemon`` ("slurmctld", "slurmdbd" or "slurmd@NODE") found among the running
+    processes: Slurm 24.11+ started by systemd (--systemd) writes no pid file."""
+    program, _, node = daemon.partition("@")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = [part.decode("utf-8", "replace") for part in handle.read().split(b"\0") if part]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == program and (not node or _names_node(argv, node)):
+            return int(entry)
+    return None
+
+
+def _names_node(argv: list, node: str) -> bool:
+    return any(argv[index] == "-N" and argv[index + 1:index + 2] == [node] for index in range(len(argv)))
+
+
+def process_facts(pidfile: str, boot_time: float, daemon: str = "") -> dict:
+    """The pid in ``pidfile`` (else found by ``daemon``'s name) and when that process started
+    (epoch seconds), if it runs."""
+    pid = _pid_from_file(pidfile)
+    if (pid is None or not os.path.exists(f"/proc/{pid}")) and daemon:
+        pid = find_daemon(daemon)
+    try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
             stat = handle.read()
-    except (OSError, ValueError, IndexError):
+    except (OSError, TypeError):
         return {"pid": None, "started": None, "running": False}
     # Field 22 (starttime, clock ticks after boot) counts from after the ")" closing comm.
     fields = stat[stat.rindex(")") + 2:].split()
@@ -165,7 +196,7 @@ def probe(request: dict) -> dict:
         "owed": owed_actions(request["pending_dir"]) if request.get("pending_dir") else [],
         "slurmds": running_slurmds(request["run_dir"], boot_time) if request.get("run_dir") else {},
         "files": {entry["path"]: file_facts(entry) for entry in request.get("files", [])},
-        "daemons": {name: process_facts(path, boot_time) for name, path in request.get("pidfiles", {}).items()},
+        "daemons": {name: process_facts(path, boot_time, name) for name, path in request.get("pidfiles", {}).items()},
         "packages": package_versions(request.get("packages", [])),
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
     }

@@ -70,3 +70,17 @@ def test_the_agent_imports_only_the_standard_library() -> None:
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_a_daemon_without_a_pid_file_is_found_by_its_command_line(tmp_path: Path) -> None:
+    # Slurm 24.11+ under systemd writes no pid file: slurmd@NODE is the `slurmd ... -N NODE` process
+    fake = f"{tmp_path}/slurmd"  # argv[0] only: the program is this Python
+    child = subprocess.Popen(["bash", "-c", f'exec -a {fake} {sys.executable} -c "import time; time.sleep(30)" -N nodeX'])
+    try:
+        time.sleep(0.3)
+        facts = agent.process_facts(str(tmp_path / "absent.pid"), agent._boot_time(), "slurmd@nodeX")
+        assert facts["running"] and facts["pid"] == child.pid
+        assert not agent.process_facts(str(tmp_path / "absent.pid"), 0.0, "slurmd@nodeY")["running"]
+    finally:
+        child.kill()
+        child.wait()
