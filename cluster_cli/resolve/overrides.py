@@ -1,5 +1,6 @@
 """Free-form Slurm keys (slurm.conf, cgroup.conf overrides, partition options): none may set what the
-inventory sets from its own fields, and none may repeat another in a different case.
+inventory sets from its own fields (a whole key, or an item of a list-valued key), and none may repeat
+another in a different case.
 """
 
 from __future__ import annotations
@@ -9,7 +10,15 @@ from collections.abc import Iterator
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
-from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS, find_key
+from cluster_cli.slurm_keys import (
+    MANAGED_CGROUP_KEYS,
+    MANAGED_PARTITION_KEYS,
+    MANAGED_SLURM_KEYS,
+    OWNED_SLURM_LIST_ITEMS,
+    find_key,
+    item_name,
+    list_items,
+)
 
 
 def check_overrides(inventory: Inventory, problems: Problems) -> None:
@@ -27,6 +36,17 @@ def check_overrides(inventory: Inventory, problems: Problems) -> None:
     ):
         for key, field in _managed_keys(settings, managed):
             problems.add(location + (key,), f"set by the inventory: use {field}")
+    _check_owned_items(inventory.slurm.conf, problems)
+
+
+def _check_owned_items(settings: dict[str, object], problems: Problems) -> None:
+    """Items of list-valued slurm.conf keys that an inventory field sets (``enable_configless``)."""
+    for key in settings:
+        owned = OWNED_SLURM_LIST_ITEMS.get(find_key(OWNED_SLURM_LIST_ITEMS, key) or "", {})
+        for item in list_items(settings[key]):
+            name = find_key(owned, item_name(item))
+            if name is not None:
+                problems.add(("slurm", "conf", key), f"{name} is set by the inventory: use {owned[name]}")
 
 
 def _check_case_repeats(location: Location, settings: dict[str, object], problems: Problems) -> None:
