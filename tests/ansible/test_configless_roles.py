@@ -175,6 +175,9 @@ def test_configless_slurmd_is_started_with_conf_server(tmp_path: Path) -> None:
     settings = [line for line in unit.splitlines() if not line.startswith("#")]
     assert not [line for line in settings if line.startswith("ConditionPathExists=")]
     assert not [line for line in settings if "SLURM_CONF" in line]
+    # slurmd exits 1 when no controller answers its configuration request: tried again, not when killed
+    assert {"RestartForceExitStatus=1", "RestartSec=10"} <= set(settings)
+    assert not [line for line in settings if line.startswith("Restart=")]
 
 
 def test_without_configless_the_unit_reads_the_local_files_as_before(tmp_path: Path) -> None:
@@ -190,3 +193,36 @@ def test_without_configless_the_unit_reads_the_local_files_as_before(tmp_path: P
         "ExecStart=/usr/sbin/slurmd -D -s -N %i $SLURMD_OPTIONS",
         "ExecReload=/bin/kill -HUP $MAINPID",
     ]
+
+
+def slurmctld_decisions(tmp_path: Path, configless: bool) -> dict[str, list[bool]]:
+    """[restart, reconfigure] that the slurmctld role's own variables decide on each of two
+    controllers (primary ctl1, backup ctl2) for a change slurm_common found reconfigurable."""
+    play = {
+        "name": "slurmctld decisions",
+        "vars_files": [str(REPO / "roles/slurmctld/defaults/main.yml"), str(REPO / "roles/slurmctld/vars/main.yml")],
+        "tasks": [
+            {
+                "name": "Write the decision",
+                "ansible.builtin.copy": {
+                    "content": "{{ [__slurmctld_need_restart | bool, __slurmctld_need_reconfigure | bool] | to_json }}",
+                    "dest": str(tmp_path / "{{ inventory_hostname }}.json"),
+                    "mode": "0644",
+                },
+            }
+        ],
+    }
+    extra = {"slurm_common_configless": configless, "slurm_common_reconfigure": True}
+    controllers = {"slurm_controller": ["ctl1", "ctl2"]}
+    run = run_play(tmp_path / "work", play, {"ctl1": {}, "ctl2": {}}, extra, groups=controllers)
+    assert run.returncode == 0, run.explain()
+    return {host: json.loads((tmp_path / f"{host}.json").read_text()) for host in ("ctl1", "ctl2")}
+
+
+def test_configless_backup_restarts_where_the_primary_reconfigures(tmp_path: Path) -> None:
+    """A standby backup serves the files it read at its start: it restarts to serve the new ones."""
+    assert slurmctld_decisions(tmp_path, configless=True) == {"ctl1": [False, True], "ctl2": [True, False]}
+
+
+def test_without_configless_both_controllers_reconfigure(tmp_path: Path) -> None:
+    assert slurmctld_decisions(tmp_path, configless=False) == {"ctl1": [False, True], "ctl2": [False, True]}
