@@ -134,8 +134,8 @@ def inventory_text() -> str:
     lines += ["    - name: core", f"      switches: {hostlist.compress(spines)}"]
     lines += [
         "slurm:",
+        "  configless: true",
         "  conf:",
-        "    SlurmctldParameters: enable_configless",
         "    MaxJobCount: 100000",
         "nccl:",
         "  env: {NCCL_SOCKET_IFNAME: bond0, NCCL_IB_HCA: mlx5}",

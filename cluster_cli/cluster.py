@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
+from cluster_cli.resolve.configless import check_configless
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
@@ -56,5 +57,6 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_topology(inventory.topology, nodes, problems)
     check_overrides(inventory, problems)
     check_build(inventory.slurm, problems)
+    check_configless(inventory, hosts, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)

@@ -58,7 +58,7 @@ partitions:
     default: true
 slurm:
   conf:
-    SlurmctldParameters: enable_configless   # any slurm.conf key; null deletes a default
+    SchedulerParameters: bf_continue   # any slurm.conf key; null deletes a default
 """
 
 GLOSSARY = [

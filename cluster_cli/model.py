@@ -324,6 +324,18 @@ class Slurm(StrictModel):
     uid: int = Field(64030, ge=1, le=2**31 - 1, description="UID of SlurmUser, identical on every host.")
     gid: int = Field(64030, ge=1, le=2**31 - 1, description="GID of SlurmUser's group.")
     slurmd_port: Port = Field(6818, description="SlurmdPort of multi-host nodes.")
+    configless: bool = Field(
+        False,
+        description=(
+            "Configless mode: slurm.conf gets `SlurmctldParameters=enable_configless` and every slurmd "
+            "is started with `--conf-server` (both controllers under HA), fetching slurm.conf, gres.conf, "
+            "cgroup.conf and topology.conf from slurmctld into its spool directory's `conf-cache`. Hosts "
+            "that only run slurmd get no configuration files (stale ones are removed); controllers, login "
+            "hosts (Slurm 22.05 has no sackd) and the database host keep them. A change then reaches the "
+            "slurmds through `scontrol reconfigure`, or a slurmd restart where it needs one, with no file "
+            "pushed to those hosts. Needs Slurm 20.02 or newer."
+        ),
+    )
     paths: SlurmPaths = Field(
         default_factory=SlurmPaths, description="Config, state, spool, log and pid directories."
     )

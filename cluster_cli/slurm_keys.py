@@ -3,7 +3,10 @@
 Each key below is rendered from the inventory field named beside it, so the free-form settings
 (``slurm.conf``, ``cgroup.overrides``, partition ``options``) may not set it (resolve/overrides.py
 refuses it, naming the field) and the renderers take it from that field. The renderers also
-derive a few keys the inventory may still override: ``OVERRIDABLE_DERIVED_SLURM_KEYS``.
+derive a few keys the inventory may still override: ``OVERRIDABLE_DERIVED_SLURM_KEYS``. Some keys
+hold a comma-separated list of which the inventory owns single items (``OWNED_SLURM_LIST_ITEMS``): the
+site's own items stay, the inventory adds its own (render/common.add_list_items), and a site may not
+write an owned item itself.
 tests/unit/test_slurm_keys.py holds the renderers to these tables.
 """
 
@@ -48,9 +51,26 @@ MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
 # more TRES to account (e.g. gres/gpu:h100 beside gres/gpu).
 OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageType", "AccountingStorageTRES"}
 
+# slurm.conf keys whose value is a list of items, and the items of it the inventory sets from a
+# field (compared without case, as Slurm looks them up): `SlurmctldParameters: idle_on_node_suspend`
+# with `slurm.configless: true` renders `SlurmctldParameters=idle_on_node_suspend,enable_configless`.
+OWNED_SLURM_LIST_ITEMS = {"SlurmctldParameters": {"enable_configless": "slurm.configless"}}
+
 
 def find_key(names: Iterable[str], key: str) -> str | None:
     """The name among ``names`` that is ``key`` to Slurm, which reads keys without case
     (``killwait`` is ``KillWait``); None when there is none."""
     wanted = key.lower()
     return next((name for name in names if name.lower() == wanted), None)
+
+
+def list_items(value: object) -> list[str]:
+    """The items of a comma-separated Slurm list value (``a,b=1, c``), blanks dropped; none for null."""
+    if value is None:
+        return []
+    return [item.strip() for item in str(value).split(",") if item.strip()]
+
+
+def item_name(item: str) -> str:
+    """An item's name without its value (``bf_max_job_test=100`` is ``bf_max_job_test``)."""
+    return item.split("=", 1)[0].strip()

@@ -32,6 +32,17 @@ def package_mirror_variables(mirror: PackageMirror | None) -> dict[str, Any]:
     }
 
 
+def conf_server(cluster: Cluster) -> str:
+    """slurmd's ``--conf-server`` in configless mode: every controller as ``address:port``, the
+    primary first (slurmd asks them in that order); empty where slurmd reads local files."""
+    inventory = cluster.inventory
+    if not inventory.slurm.configless:
+        return ""
+    controllers = inventory.controllers
+    names = [controllers.primary] + ([controllers.backup] if controllers.backup else [])
+    return ",".join(f"{cluster.hosts[name].address}:{controllers.port}" for name in names)
+
+
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
     inventory = cluster.inventory
     slurm = inventory.slurm
@@ -56,6 +67,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurm_common_config_src": config_src,
         "slurm_common_conf_dir": paths.conf_dir,
         "slurm_common_version": slurm.version or "",
+        "slurm_common_configless": slurm.configless,
         # slurmdbd
         "slurmdbd_port": accounting.port,
         "slurmdbd_storage_loc": accounting.database,
@@ -68,6 +80,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmctld_state_dir": paths.state_dir,
         # slurmd
         "slurmd_spool_dir": paths.spool_dir,
+        "slurmd_conf_server": conf_server(cluster),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli import __version__
-from cluster_cli.slurm_keys import find_key
+from cluster_cli.slurm_keys import find_key, item_name, list_items
 
 DELETE = None
 
@@ -42,6 +42,21 @@ def merge(defaults: Mapping[str, Any], *overrides: Mapping[str, Any]) -> dict[st
                 merged.pop(existing, None)
             else:
                 merged[existing] = value
+    return merged
+
+
+def add_list_items(settings: Mapping[str, Any], items: Mapping[str, list[str]]) -> dict[str, Any]:
+    """``settings`` with each key of ``items`` a comma-joined list: the items it has (an override's),
+    then the given ones it lacks. Items match by name without case, as Slurm looks them up; a key
+    that is missing, or deleted with null, gets the given items alone."""
+    merged: dict[str, Any] = dict(settings)
+    for key, wanted in items.items():
+        existing = find_key(merged, key) or key
+        current = list_items(merged.get(existing))
+        for item in wanted:
+            if item_name(item).lower() not in {item_name(present).lower() for present in current}:
+                current.append(item)
+        merged[existing] = ",".join(current)
     return merged
 
 

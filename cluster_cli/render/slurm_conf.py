@@ -6,7 +6,7 @@ from typing import Any
 
 from cluster_cli import hostlist
 from cluster_cli.cluster import Cluster, SlurmNode
-from cluster_cli.render.common import format_value, header, key_value_lines, merge
+from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
 
 # Choices the field notes record for GPU training clusters; each can be overridden or deleted
 # (null) through `slurm.conf` in the inventory.
@@ -51,7 +51,16 @@ def _controller_host(cluster: Cluster, name: str) -> str:
 
 def global_settings(cluster: Cluster) -> dict[str, Any]:
     """Every key=value of slurm.conf outside the node and partition lines."""
-    return merge(SLURM_CONF_DEFAULTS, derived_settings(cluster), cluster.inventory.slurm.conf)
+    settings = merge(SLURM_CONF_DEFAULTS, derived_settings(cluster), cluster.inventory.slurm.conf)
+    return add_list_items(settings, derived_list_items(cluster))
+
+
+def derived_list_items(cluster: Cluster) -> dict[str, list[str]]:
+    """Items of list-valued keys taken from inventory fields, added to what the overrides set
+    (slurm_keys.OWNED_SLURM_LIST_ITEMS says which the inventory owns)."""
+    if cluster.inventory.slurm.configless:
+        return {"SlurmctldParameters": ["enable_configless"]}
+    return {}
 
 
 def derived_settings(cluster: Cluster) -> dict[str, Any]:

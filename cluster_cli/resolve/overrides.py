@@ -1,6 +1,7 @@
 """Free-form Slurm keys (slurm.conf, cgroup.conf overrides, partition options): none may set what the
-inventory sets from its own fields, none may repeat another in a different case, and the slurm.conf
-and cgroup.conf ones must be keys the target Slurm version documents (cluster_cli.slurm_facts).
+inventory sets from its own fields (a whole key, or an item of a list-valued key), none may repeat
+another in a different case, and the slurm.conf and cgroup.conf ones must be keys the target Slurm
+version documents (cluster_cli.slurm_facts).
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.slurm_facts import UnknownSlurmVersion, known_keys, series
-from cluster_cli.slurm_keys import MANAGED_CGROUP_KEYS, MANAGED_PARTITION_KEYS, MANAGED_SLURM_KEYS, find_key
+from cluster_cli.slurm_keys import (
+    MANAGED_CGROUP_KEYS,
+    MANAGED_PARTITION_KEYS,
+    MANAGED_SLURM_KEYS,
+    OWNED_SLURM_LIST_ITEMS,
+    find_key,
+    item_name,
+    list_items,
+)
 
 # The Slurm series the packages bring when slurm.version pins none (Debian 12, the supported host).
 DEFAULT_SLURM_SERIES = "22.05"
@@ -33,6 +42,7 @@ def check_overrides(inventory: Inventory, problems: Problems) -> None:
     ):
         for key, field in _managed_keys(settings, managed):
             problems.add(location + (key,), f"set by the inventory: use {field}")
+    _check_owned_items(inventory.slurm.conf, problems)
     _check_documented_keys(inventory, problems)
 
 
@@ -58,6 +68,18 @@ def _unknown_key_message(key: str, file_name: str, target: str, documented: dict
     message = f"not a {file_name} key of Slurm {target} ({file_name}(5))"
     close = difflib.get_close_matches(key.lower(), documented, n=1, cutoff=0.85)
     return f"{message}: did you mean {documented[close[0]]}?" if close else message
+
+    _check_owned_items(inventory.slurm.conf, problems)
+
+
+def _check_owned_items(settings: dict[str, object], problems: Problems) -> None:
+    """Items of list-valued slurm.conf keys that an inventory field sets (``enable_configless``)."""
+    for key in settings:
+        owned = OWNED_SLURM_LIST_ITEMS.get(find_key(OWNED_SLURM_LIST_ITEMS, key) or "", {})
+        for item in list_items(settings[key]):
+            name = find_key(owned, item_name(item))
+            if name is not None:
+                problems.add(("slurm", "conf", key), f"{name} is set by the inventory: use {owned[name]}")
 
 
 def _check_case_repeats(location: Location, settings: dict[str, object], problems: Problems) -> None:

@@ -59,13 +59,19 @@ def run_play(
     options: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     timeout: int = 300,
+    groups: dict[str, list[str]] | None = None,
 ) -> PlaybookRun:
-    """Run one play (``hosts: all``, no facts) against local-connection ``hosts``."""
+    """Run one play (``hosts: all``, no facts) against local-connection ``hosts``, put in ``groups``
+    (group name -> host names) where given."""
     executable = ansible_playbook()
     assert executable, "ansible-playbook not found"
     work.mkdir(parents=True, exist_ok=True)
     local = {"ansible_connection": "local", "ansible_python_interpreter": TARGET_PYTHON}
-    inventory = {"all": {"hosts": {name: {**local, **values} for name, values in hosts.items()}}}
+    inventory: dict[str, Any] = {"all": {"hosts": {name: {**local, **values} for name, values in hosts.items()}}}
+    if groups:
+        inventory["all"]["children"] = {
+            group: {"hosts": {name: None for name in members}} for group, members in groups.items()
+        }
     (work / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     (work / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, **play}], sort_keys=False))
     (work / "extra.json").write_text(json.dumps(extra_vars))

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster_cli.ansible.variables import cluster_variables, secret_variables
+from unit_helpers import BASE, edit, load
+
+from cluster_cli.ansible.variables import cluster_variables, conf_server, secret_variables
 from cluster_cli.loader import load_cluster
 from cluster_cli.secrets_store import ensure_secrets
 
@@ -48,3 +50,19 @@ def test_secret_file_carries_only_the_password(tmp_path: Path) -> None:
     secrets = ensure_secrets(tmp_path / "secrets")
     assert secret_variables(cluster, secrets) == {"slurmdbd_storage_pass": secrets.db_password()}
     assert secrets.db_password() not in yaml.safe_dump(cluster_variables(cluster, tmp_path, secrets))
+
+
+def test_configless_gives_slurmd_both_controllers_and_the_port(tmp_path: Path) -> None:
+    secrets = ensure_secrets(tmp_path / "secrets")
+    on = cluster_variables(load_cluster(REPO / "inventories/examples/gpu-cluster.yaml"), tmp_path, secrets)
+    assert (on["slurm_common_configless"], on["slurmd_conf_server"]) == (True, "10.10.0.11:6817,10.10.0.12:6817")
+    off = cluster_variables(load_cluster(REPO / "inventories/examples/minimal.yaml"), tmp_path, secrets)
+    assert (off["slurm_common_configless"], off["slurmd_conf_server"]) == (False, "")
+
+
+def test_conf_server_names_the_primary_then_the_backup_at_the_controllers_port() -> None:
+    configless = BASE + "slurm:\n  configless: true\n"
+    with_backup = edit(configless, "  primary: head\n", "  primary: head\n  backup: box\n  port: 7817\n")
+    assert conf_server(load(with_backup)) == "10.0.0.1:7817,10.0.0.2:7817"
+    assert conf_server(load(configless)) == "10.0.0.1:6817"
+    assert conf_server(load(BASE)) == ""
