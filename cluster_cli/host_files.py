@@ -19,6 +19,9 @@ MUNGE_KEY_PATH = "/etc/munge/munge.key"
 PENDING_DIR = "/var/lib/slurm/pending"
 # Rendered files (build directory paths) every cluster host holds in the Slurm config directory.
 SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf")
+# Configless: the hosts that keep those files (roles/slurm_common's __slurm_common_file_groups);
+# a host that only runs slurmd fetches them from slurmctld and must not hold them.
+CONFIGLESS_FILE_ROLES = frozenset({"controller", "login", "database"})
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,10 @@ def files_for_host(
 ) -> list[HostFile]:
     """``rendered`` maps build directory paths to their text."""
     conf_dir = cluster.inventory.slurm.paths.conf_dir
+    keeps_files = not cluster.inventory.slurm.configless or bool(host.roles & CONFIGLESS_FILE_ROLES)
     files = []
     for source in SLURM_CONFIGS:
-        text = rendered.get(source)
+        text = rendered.get(source) if keeps_files else None
         files.append(HostFile(f"{conf_dir}/{source.split('/')[1]}", source, sha256_text(text) if text else None))
     if "database" in host.roles and "slurm/slurmdbd.conf" in rendered:
         text = rendered["slurm/slurmdbd.conf"]

@@ -203,3 +203,18 @@ def test_owed_actions_and_stray_slurmds_are_changes(tmp_path: Path) -> None:
     probe.slurmds.update(probe.daemons | {"slurmd@node7": {"pid": 99, "started": 1.0, "running": True}})
     found = [(change.subject, change.impact) for change in _plan(cluster, rendered, probe).changes]
     assert found == [("restart-slurmd", Impact.RESTART_SLURMD), ("slurmd@node7", Impact.STOP)]
+
+
+def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_path: Path) -> None:
+    from cluster_cli.host_files import files_for_host
+
+    text = (REPO / "inventories" / "examples" / "minimal.yaml").read_text()
+    (tmp_path / "inventory.yaml").write_text(text.replace("partitions:", "slurm:\n  configless: true\n\npartitions:", 1))
+    cluster = load_cluster(tmp_path / "inventory.yaml")
+    rendered = _rendered(cluster)
+    wanted = {name: {item.name for item in files_for_host(cluster, host, rendered, MUNGE_KEY) if item.sha256}
+              for name, host in cluster.hosts.items()}
+    assert wanted["gpu01"] == {"munge.key"}
+    assert {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"} <= wanted["head"]
+    roles_vars = (REPO / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
+    assert "__slurm_common_file_groups: [slurm_controller, slurm_login, slurm_database]" in roles_vars
