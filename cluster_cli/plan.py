@@ -112,9 +112,12 @@ def make_plan(
     if primary is not None and primary.controller:
         plan.conflicts = _state_conflicts(cluster, primary.controller)
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
-    decisions: dict[tuple, ConfChange] = {}
+    decisions: dict[object, ConfChange] = {}
     diffs: dict[tuple[str, str | None], str] = {}
-    for name, probe in probes.items():
+    # the primary first: configless hosts without files follow its decision
+    order = sorted(probes, key=lambda name: name != cluster.inventory.controllers.primary)
+    for name in order:
+        probe = probes[name]
         if probe.error:
             continue
         files = files_by_host.get(name, [])
@@ -217,8 +220,8 @@ def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostPro
     new: dict[str, str | None] = {}
     key = []
     for item in files:
-        if item.name not in SLURM_FILES:
-            continue
+        if item.name not in SLURM_FILES or (item.sha256 is None and item.source in rendered):
+            continue  # not a Slurm file, or one this (configless) host must not hold
         found = probe.files.get(item.path, {})
         new[item.name] = rendered.get(item.source)
         old[item.name] = found.get("text", new[item.name]) if not found.get("absent") else None
@@ -228,12 +231,17 @@ def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostPro
 
 def _daemon_changes(
     cluster: Cluster, host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, version: str,
-    decisions: dict[tuple, ConfChange],
+    decisions: dict[object, ConfChange],
 ) -> list[Change]:
     old, new, key = _old_and_new(files, rendered, probe)
-    if (version, key) not in decisions:
-        decisions[(version, key)] = conf_change(version, old, new)
-    change = decisions[(version, key)]
+    if not new and "primary" in decisions:
+        change = decisions["primary"]  # configless: a host without files restarts as the controller decides
+    else:
+        if (version, key) not in decisions:
+            decisions[(version, key)] = conf_change(version, old, new)
+        change = decisions[(version, key)]
+    if host == cluster.inventory.controllers.primary:
+        decisions["primary"] = change
     reason = "; ".join(change.reasons)
     dbd_conf = next((item for item in files if item.name == "slurmdbd.conf"), None)
     dbd_changed = dbd_conf is not None and probe.files.get(dbd_conf.path, {}).get("sha256") != dbd_conf.sha256

@@ -114,8 +114,8 @@ def test_the_compute_only_host_takes_the_controllers_restart_decision(hosts: Hos
     assert hosts.markers() == {"ctl": [], "login": [], "node": []}
     assert all(unchanged.recap(host)["changed"] == 0 for host in HOSTS), unchanged.stdout[-3000:]
 
-    # a line outside the reconfigurable keys: slurmctld and every slurmd restart
-    hosts.change("slurm.conf", "KillWait=30\n", "KillWait=31\n")
+    # a key slurm.conf(5) says needs slurmctld and slurmd restarted: every slurmd restarts too
+    hosts.change("slurm.conf", "SelectType=select/cons_tres\n", "SelectType=select/cons_res\n")
     hosts.configure(configless=True)
     assert hosts.markers() == {"ctl": ["restart-slurmctld"], "login": [], "node": ["restart-slurmd"]}
     assert hosts.files("node") == []
@@ -126,12 +126,11 @@ def test_the_compute_only_host_takes_the_controllers_restart_decision(hosts: Hos
     hosts.configure(configless=True)
     assert hosts.markers() == {"ctl": ["reconfigure"], "login": [], "node": []}
 
-    # gres.conf: slurmd restarts, slurmctld does not
+    # gres.conf: slurmd restarts, slurmctld is only reconfigured (it reads gres.conf too)
     hosts.clear_markers()
-    gres = hosts.src / "gres.conf"
-    gres.write_text(gres.read_text() + "# changed\n")
+    hosts.change("gres.conf", "File=/dev/nvidia[0-7]\n", "File=/dev/nvidia[0-3]\n")
     hosts.configure(configless=True)
-    assert hosts.markers() == {"ctl": [], "login": [], "node": ["restart-slurmd"]}
+    assert hosts.markers() == {"ctl": ["reconfigure"], "login": [], "node": ["restart-slurmd"]}
     assert hosts.files("node") == []
 
 
