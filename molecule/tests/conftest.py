@@ -63,10 +63,13 @@ def cluster(inventory_path: Path) -> Cluster:
     return load_cluster(inventory_path)
 
 
+def bed_host(bed: Testbed, name: str) -> testinfra.host.Host:
+    return testinfra.get_host(f"ssh://{name}", ssh_config=str(bed.run_dir / "ssh_config"), timeout=30)
+
+
 @pytest.fixture(scope="session")
 def hosts(bed: Testbed, cluster: Cluster) -> dict[str, testinfra.host.Host]:
-    ssh_config = str(bed.run_dir / "ssh_config")
-    return {name: testinfra.get_host(f"ssh://{name}", ssh_config=ssh_config, timeout=30) for name in cluster.hosts}
+    return {name: bed_host(bed, name) for name in cluster.hosts}
 
 
 def hosts_with(cluster: Cluster, role: str) -> list[str]:
@@ -105,8 +108,26 @@ class ClusterView:
     def nodes(self) -> list[str]:
         return [node.name for node in self.cluster.nodes]
 
+    def keeps_config_files(self, host: str) -> bool:
+        """Whether the deploy puts slurm.conf and the other configs on ``host``: every host, or in
+        configless mode the controllers, login and database hosts only."""
+        roles = self.cluster.hosts[host].roles
+        return not self.cluster.inventory.slurm.configless or bool(roles & {"controller", "login", "database"})
+
+    def conf_cache(self, node: str) -> str:
+        """Where the slurmd of ``node`` keeps the files it fetched in configless mode."""
+        return f"{self.cluster.inventory.slurm.paths.spool_dir}/{node}/conf-cache"
+
+    def host(self, name: str) -> testinfra.host.Host:
+        """The testinfra host ``name``: a cluster host, or another host of the bed (one a test adds
+        to the cluster)."""
+        if name not in self.hosts:
+            self.bed.host(name)  # fails, naming the bed's hosts, for a host it does not have
+            self.hosts[name] = bed_host(self.bed, name)
+        return self.hosts[name]
+
     def run(self, host: str, command: str, check: bool = True) -> testinfra.backend.base.CommandResult:
-        result = self.hosts[host].run(command)
+        result = self.host(host).run(command)
         if check and result.rc != 0:
             pytest.fail(f"{host}: `{command}` exited {result.rc}: {result.stdout}{result.stderr}")
         return result

@@ -58,10 +58,16 @@ def test_a_credential_made_with_another_key_is_refused(view: ClusterView) -> Non
 
 
 def test_slurm_conf_is_the_rendered_file_on_every_host(view: ClusterView) -> None:
+    """In conf_dir; in configless mode, on a host that only runs slurmd, in each slurmd's conf-cache."""
     expected = hashlib.sha256((view.build_dir / "slurm" / "slurm.conf").read_bytes()).hexdigest()
     conf_dir = view.cluster.inventory.slurm.paths.conf_dir
     for name in view.hosts:
-        assert _sha256(view, name, f"{conf_dir}/slurm.conf") == expected, f"{name}: slurm.conf differs"
+        if view.keeps_config_files(name):
+            assert _sha256(view, name, f"{conf_dir}/slurm.conf") == expected, f"{name}: slurm.conf differs"
+            continue
+        for node in view.cluster.hosts[name].slurmd_nodes:
+            cached = f"{view.conf_cache(node.name)}/slurm.conf"
+            assert _sha256(view, name, cached) == expected, f"{name}: {cached} differs"
 
 
 def test_slurmdbd_conf_is_private_to_slurm_and_only_on_the_database_host(view: ClusterView) -> None:

@@ -1,8 +1,8 @@
 """The molecule scenarios end to end: create → converge → idempotence → verify → smoke → destroy.
 
-CI runs the `default` scenario (four Debian 12 systemd hosts). `trixie` and `ha` take as long
-again each; run them with ``CLUSTER_CLI_MOLECULE_SCENARIOS=default,trixie,ha`` (or directly:
-``molecule test -s ha``).
+CI runs the `default` scenario (four Debian 12 systemd hosts). `trixie`, `ha` and `configless`
+take as long again each; run them with ``CLUSTER_CLI_MOLECULE_SCENARIOS=default,trixie,ha,configless``
+(or directly: ``molecule test -s configless``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.testbed
 
 
 def test_every_scenario_is_known() -> None:
-    assert {"default", "trixie", "ha"} <= set(ALL_SCENARIOS)
+    assert {"default", "trixie", "ha", "configless"} <= set(ALL_SCENARIOS)
     assert set(SELECTED) <= set(ALL_SCENARIOS), f"unknown scenario in CLUSTER_CLI_MOLECULE_SCENARIOS: {SELECTED}"
 
 
