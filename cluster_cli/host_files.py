@@ -43,21 +43,24 @@ def sha256_text(text: str) -> str:
 
 
 def files_for_host(
-    cluster: Cluster, host: ManagedHost, rendered: dict[str, str], munge_key: bytes
+    cluster: Cluster, host: ManagedHost, checksums: dict[str, str], munge_key_sha256: str
 ) -> list[HostFile]:
-    """``rendered`` maps build directory paths to their text."""
+    """``checksums`` maps build directory paths to the sha256 of their text."""
     conf_dir = cluster.inventory.slurm.paths.conf_dir
     keeps_files = not cluster.inventory.slurm.configless or bool(host.roles & CONFIGLESS_FILE_ROLES)
     files = []
     for source in SLURM_CONFIGS:
-        text = rendered.get(source) if keeps_files else None
-        files.append(HostFile(f"{conf_dir}/{source.split('/')[1]}", source, sha256_text(text) if text else None))
-    if "database" in host.roles and "slurm/slurmdbd.conf" in rendered:
-        text = rendered["slurm/slurmdbd.conf"]
-        files.append(HostFile(f"{conf_dir}/slurmdbd.conf", "slurm/slurmdbd.conf", sha256_text(text), secret=True))
-    files.append(HostFile(MUNGE_KEY_PATH, "munge.key", hashlib.sha256(munge_key).hexdigest(), secret=True))
+        sha256 = checksums.get(source) if keeps_files else None
+        files.append(HostFile(f"{conf_dir}/{source.split('/')[1]}", source, sha256))
+    if "database" in host.roles and "slurm/slurmdbd.conf" in checksums:
+        files.append(HostFile(f"{conf_dir}/slurmdbd.conf", "slurm/slurmdbd.conf", checksums["slurm/slurmdbd.conf"],
+                              secret=True))
+    files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
 
 
 def files_by_host(cluster: Cluster, rendered: dict[str, str], munge_key: bytes) -> dict[str, list[HostFile]]:
-    return {name: files_for_host(cluster, host, rendered, munge_key) for name, host in cluster.hosts.items()}
+    """``rendered`` maps build directory paths to their text; each is hashed once, not per host."""
+    checksums = {path: sha256_text(text) for path, text in rendered.items() if text}
+    munge_key_sha256 = hashlib.sha256(munge_key).hexdigest()
+    return {name: files_for_host(cluster, host, checksums, munge_key_sha256) for name, host in cluster.hosts.items()}

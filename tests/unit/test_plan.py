@@ -206,14 +206,12 @@ def test_owed_actions_and_stray_slurmds_are_changes(tmp_path: Path) -> None:
 
 
 def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_path: Path) -> None:
-    from cluster_cli.host_files import files_for_host
-
     text = (REPO / "inventories" / "examples" / "minimal.yaml").read_text()
     (tmp_path / "inventory.yaml").write_text(text.replace("partitions:", "slurm:\n  configless: true\n\npartitions:", 1))
     cluster = load_cluster(tmp_path / "inventory.yaml")
     rendered = _rendered(cluster)
-    wanted = {name: {item.name for item in files_for_host(cluster, host, rendered, MUNGE_KEY) if item.sha256}
-              for name, host in cluster.hosts.items()}
+    wanted = {name: {item.name for item in files if item.sha256}
+              for name, files in files_by_host(cluster, rendered, MUNGE_KEY).items()}
     assert wanted["gpu01"] == {"munge.key"}
     assert {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"} <= wanted["head"]
     roles_vars = (REPO / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
