@@ -112,7 +112,7 @@ def make_plan(
     if primary is not None and primary.controller:
         plan.conflicts = _state_conflicts(cluster, primary.controller)
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
-    decisions: dict[object, ConfChange] = {}
+    decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
     # the primary first: configless hosts without files follow its decision
     order = sorted(probes, key=lambda name: name != cluster.inventory.controllers.primary)
@@ -124,7 +124,8 @@ def make_plan(
         found = _package_changes(cluster, name, cluster.hosts[name].roles, probe)
         found += _file_changes(name, files, rendered, probe, record, diffs)
         if version:
-            found += _daemon_changes(cluster, name, files, rendered, probe, version, decisions)
+            change = decisions.for_host(files, rendered, probe, name == cluster.inventory.controllers.primary)
+            found += _daemon_changes(cluster, name, files, probe, change)
         plan.changes += found + _owed_and_stale(name, probe, found)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
@@ -229,19 +230,27 @@ def _old_and_new(files: list[HostFile], rendered: dict[str, str], probe: HostPro
     return old, new, tuple(key)
 
 
-def _daemon_changes(
-    cluster: Cluster, host: str, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, version: str,
-    decisions: dict[object, ConfChange],
-) -> list[Change]:
-    old, new, key = _old_and_new(files, rendered, probe)
-    if not new and "primary" in decisions:
-        change = decisions["primary"]  # configless: a host without files restarts as the controller decides
-    else:
-        if (version, key) not in decisions:
-            decisions[(version, key)] = conf_change(version, old, new)
-        change = decisions[(version, key)]
-    if host == cluster.inventory.controllers.primary:
-        decisions["primary"] = change
+class _Decisions:
+    """What a host's configuration change needs, decided once for each distinct set of files (by
+    their checksums); a configless host without files takes the primary controller's decision."""
+
+    def __init__(self, version: str | None):
+        self.version = version or ""
+        self.by_files: dict[tuple, ConfChange] = {}
+        self.primary: ConfChange | None = None
+
+    def for_host(self, files: list[HostFile], rendered: dict[str, str], probe: HostProbe, primary: bool) -> ConfChange:
+        old, new, key = _old_and_new(files, rendered, probe)
+        if not new and self.primary is not None:
+            return self.primary
+        if key not in self.by_files:
+            self.by_files[key] = conf_change(self.version, old, new)
+        if primary:
+            self.primary = self.by_files[key]
+        return self.by_files[key]
+
+
+def _daemon_changes(cluster: Cluster, host: str, files: list[HostFile], probe: HostProbe, change: ConfChange) -> list[Change]:
     reason = "; ".join(change.reasons)
     dbd_conf = next((item for item in files if item.name == "slurmdbd.conf"), None)
     dbd_changed = dbd_conf is not None and probe.files.get(dbd_conf.path, {}).get("sha256") != dbd_conf.sha256
@@ -285,8 +294,9 @@ def _node_changes(cluster: Cluster, controller: dict[str, Any], jobs: list[dict[
     changes = [Change(node.host, node.name, Impact.NODE_ADD, f"new node on {node.host}")
                for name, node in wanted.items() if name not in known]
     primary = cluster.inventory.controllers.primary
+    job_nodes = [(job["id"], set(expand(job["nodes"])) if job["nodes"] else set()) for job in jobs]
     for name in sorted(set(known) - set(wanted)):
-        running = [job["id"] for job in jobs if name in expand(job["nodes"] or "")]
+        running = [job for job, on in job_nodes if name in on]
         detail = f"state {known[name]['state']}; " + (
             f"running jobs {', '.join(running)}: drained first, removed when they end" if running else "no running jobs"
         )
