@@ -88,8 +88,7 @@ class ProbeFailed(Exception):
 
 
 def _probe_over_ssh(host: ManagedHost, request: dict[str, Any]) -> dict[str, Any]:
-    argv = ssh_argv(host, [host.python, "-", json.dumps(request, sort_keys=True)])
-    argv[1:1] = ["-o", "ConnectTimeout=10"]
+    argv = ssh_argv(host, [host.python, "-", json.dumps(request, sort_keys=True)], options=["ConnectTimeout=10"])
     try:
         done = subprocess.run(argv, input=AGENT_SOURCE, capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S, check=False)

@@ -40,9 +40,11 @@ def submit_host(cluster: Cluster, name: str | None = None) -> ManagedHost:
     return cluster.hosts[logins[0] if logins else cluster.inventory.controllers.primary]
 
 
-def ssh_argv(host: ManagedHost, command: Sequence[str]) -> list[str]:
-    """ssh with the inventory's settings for ``host``; ``command`` is quoted for the remote shell."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-p", str(host.ssh.port), "-l", host.ssh.user]
+def ssh_argv(host: ManagedHost, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    """ssh with the inventory's settings for ``host`` (and ``-o`` ``options`` before them);
+    ``command`` is quoted for the remote shell."""
+    argv = ["ssh", *(part for option in options for part in ("-o", option)), "-o", "BatchMode=yes",
+            "-p", str(host.ssh.port), "-l", host.ssh.user]
     if host.ssh.private_key:
         argv += ["-i", str(Path(host.ssh.private_key).expanduser())]
     if host.ssh.common_args:
