@@ -446,8 +446,8 @@ def nodes_drain(inventory: Path, names: str, reason: str) -> None:
     """Drain NAMES (a hostlist, e.g. gpu[001-004]): running jobs finish, no new ones start."""
     cluster = load_cluster(inventory)
     selected = node_steps.select(cluster, names)
-    node_steps.drain(cluster, selected, reason)
-    click.echo(f"drained {', '.join(selected)}: {node_steps.REASON_PREFIX} {reason}")
+    stored = node_steps.drain(cluster, selected, reason)
+    click.echo(f"drained {', '.join(selected)}: {stored}")
 
 
 @nodes.command("resume")

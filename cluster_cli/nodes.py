@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.hostlist import compress, expand
-from cluster_cli.smoke.node_states import DRAIN_STATES
+from cluster_cli.smoke.node_states import is_resumable
 from cluster_cli.smoke_control.remote import ssh_argv
 
 REASON_PREFIX = "cluster-cli:"
 COMMAND_TIMEOUT_S = 30
-# Node states `scontrol update State=RESUME` acts on.
-RESUMABLE_STATES = DRAIN_STATES | {"down", "fail", "failing"}
 
 
 class NodeCommandError(ClusterCliError):
@@ -47,7 +45,7 @@ class NodeInfo:
 
     @property
     def resumable(self) -> bool:
-        return self.state.rstrip("*~#!%$@^-").lower() in RESUMABLE_STATES
+        return is_resumable(self.state)
 
 
 def controller_command(cluster: Cluster, argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> str:
@@ -92,9 +90,11 @@ def select(cluster: Cluster, expression: str) -> list[str]:
     return names
 
 
-def drain(cluster: Cluster, names: list[str], reason: str) -> None:
+def drain(cluster: Cluster, names: list[str], reason: str) -> str:
+    """Drain ``names``; the reason as stored (with the cluster-cli prefix)."""
     text = f"{REASON_PREFIX} {reason.strip()}"
     controller_command(cluster, ["scontrol", "update", f"NodeName={compress(names)}", "State=DRAIN", f"Reason={text}"])
+    return text
 
 
 def resume(cluster: Cluster, names: list[str], force: bool = False) -> list[str]:

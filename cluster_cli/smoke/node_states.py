@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 # off, `#` powering up, `!` pending power down, `%` powering down, `$` maintenance reservation,
 # `@` pending reboot, `^` rebooting, `-` planned) means it cannot be counted on now.
 USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+STATE_FLAGS = "*~#!%$@^-"
 
 
 def unusable_nodes(nodes: Sequence[str], states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
@@ -35,6 +36,13 @@ def is_usable(state: str) -> bool:
 
 # Drain states: the node takes no new job until someone resumes it.
 DRAIN_STATES = frozenset({"drain", "drained", "draining"})
+# States `scontrol update State=RESUME` acts on (flags aside).
+RESUMABLE_STATES = DRAIN_STATES | {"down", "fail", "failing"}
+
+
+def is_resumable(state: str) -> bool:
+    """``drained*`` too: a resume is what a node in a drain or down state waits for, answering or not."""
+    return state.strip().rstrip(STATE_FLAGS).lower() in RESUMABLE_STATES
 
 
 def held_by_operator(state: str, reason: str, set_by: str, slurm_user: str) -> bool:
