@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from cluster_cli.ansible.runner import TaskFailure
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import RefusedError
-from cluster_cli.probe import HostProbe
+from cluster_cli.probe import PROBED_PACKAGES, HostProbe
 from cluster_cli.slurm_facts import UnknownSlurmVersion, series, upgrade_path_problem
 
-# The packages whose versions decide what a host runs (what plan's probe reads too).
-SLURM_PACKAGES = ("slurm-client", "slurmctld", "slurmd", "slurmdbd")
+# The packages whose versions decide what a host runs: the Slurm ones among those the probe reads.
+SLURM_PACKAGES = tuple(name for name in PROBED_PACKAGES if name.startswith("slurm"))
 DEFAULT_BACKUP_DIR = "/var/backups/cluster-cli"
 # slurmdbd's first start on a new release converts the accounting database: SchedMD warns it can
 # take hours on a large database, and a daemon killed half-way leaves it to be restored.
