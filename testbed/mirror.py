@@ -85,24 +85,34 @@ def apt_options(root: Path) -> list[str]:
     ]
 
 
+def release_sources(release: str, debian_mirror: str = DEFAULT_DEBIAN_MIRROR,
+                    security_mirror: str = DEFAULT_SECURITY_MIRROR) -> list[str]:
+    """The sources.list lines of a release: main, its updates and its security suite."""
+    return [
+        f"deb [signed-by={KEYRING}] {debian_mirror} {release} main",
+        f"deb [signed-by={KEYRING}] {debian_mirror} {release}-updates main",
+        f"deb [signed-by={KEYRING}] {security_mirror} {release}-security main",
+    ]
+
+
+def make_apt_root(root: Path, sources: list[str]) -> list[str]:
+    """A private apt root at ``root`` with these sources, its lists updated; apt's options for it."""
+    for d in ("sources.list.d", "preferences.d", "state/lists/partial",
+              "cache/archives/partial"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "state" / "status").touch()
+    (root / "sources.list").write_text("".join(f"{line}\n" for line in sources))
+    opts = apt_options(root)
+    run(["apt-get", *opts, "update"], timeout=900)
+    return opts
+
+
 def prepare_apt(cache_dir: Path, release: str, debian_mirror: str = DEFAULT_DEBIAN_MIRROR,
                 security_mirror: str = DEFAULT_SECURITY_MIRROR) -> list[str]:
     """Write the private apt config for ``release`` and update its lists."""
     if release not in RELEASES:
         raise TestbedError(f"unsupported release {release!r}")
-    root = _apt_root(cache_dir, release)
-    for d in ("sources.list.d", "preferences.d", "state/lists/partial",
-              "cache/archives/partial"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    (root / "state" / "status").touch()
-    (root / "sources.list").write_text(
-        f"deb [signed-by={KEYRING}] {debian_mirror} {release} main\n"
-        f"deb [signed-by={KEYRING}] {debian_mirror} {release}-updates main\n"
-        f"deb [signed-by={KEYRING}] {security_mirror} {release}-security main\n"
-    )
-    opts = apt_options(root)
-    run(["apt-get", *opts, "update"], timeout=900)
-    return opts
+    return make_apt_root(_apt_root(cache_dir, release), release_sources(release, debian_mirror, security_mirror))
 
 
 def resolve_closure(opts: list[str], packages: list[str]) -> list[str]:

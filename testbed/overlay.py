@@ -25,9 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mirror import ARCH, KEYRING, apt_options
+from .mirror import ARCH, KEYRING, make_apt_root, release_sources
 from .proc import TestbedError, Timer, run
-from .rootfs import DEFAULT_DEBIAN_MIRROR, DEFAULT_SECURITY_MIRROR
+from .rootfs import DEFAULT_DEBIAN_MIRROR
 
 # "libc6 (>= 2.38)", "systemd | systemd-sysusers", "foo:any"
 _RELATION = re.compile(r"^(?P<name>[^\s(:]+)(?::\S+)?(?:\s*\((?P<op><<|<=|=|>=|>>)\s*(?P<version>[^)\s]+)\))?")
@@ -45,18 +45,8 @@ class Stanza:
 def prepare_apt_pair(cache_dir: Path, base: str, newer: str) -> tuple[list[str], Path]:
     """A private apt root with both releases' sources; returns its options and lists directory."""
     root = cache_dir / "apt" / f"{base}+{newer}"
-    for sub in ("sources.list.d", "preferences.d", "state/lists/partial", "cache/archives/partial"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    (root / "state" / "status").touch()
-    (root / "sources.list").write_text(
-        f"deb [signed-by={KEYRING}] {DEFAULT_DEBIAN_MIRROR} {base} main\n"
-        f"deb [signed-by={KEYRING}] {DEFAULT_DEBIAN_MIRROR} {base}-updates main\n"
-        f"deb [signed-by={KEYRING}] {DEFAULT_SECURITY_MIRROR} {base}-security main\n"
-        f"deb [signed-by={KEYRING}] {DEFAULT_DEBIAN_MIRROR} {newer} main\n"
-    )
-    opts = apt_options(root)
-    run(["apt-get", *opts, "update"], timeout=900)
-    return opts, root / "state" / "lists"
+    newer_main = f"deb [signed-by={KEYRING}] {DEFAULT_DEBIAN_MIRROR} {newer} main"
+    return make_apt_root(root, [*release_sources(base), newer_main]), root / "state" / "lists"
 
 
 def parse_stanzas(text: str) -> dict[str, list[Stanza]]:
