@@ -116,18 +116,20 @@ def render(inventory: Path, output: Path | None) -> None:
         click.echo(f"wrote {bundle.directory / item.path}{note}")
 
 
+build_dir_option = click.option(
+    "--build-dir", type=click.Path(file_okay=False, path_type=Path),
+    help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
+)
+
+
 def _playbook_options(function):  # type: ignore[no-untyped-def]
     options = [
-        click.option("--check", is_flag=True, help="Ansible check mode: report what would change."),
+        click.option("--check", is_flag=True, help="Print the plan and change nothing (with --full: Ansible's check mode)."),
         click.option("--diff", is_flag=True, help="Show file differences (secrets are never shown)."),
         click.option("--limit", help="Only these hosts (Ansible --limit pattern)."),
         click.option("--tags", help="Only these tags (preflight, install, configure, run, or a role name)."),
         click.option("-v", "--verbose", count=True, help="More output; repeat for Ansible's -vv.."),
-        click.option(
-            "--build-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
-        ),
+        build_dir_option,
     ]
     for option in reversed(options):
         function = option(function)
@@ -192,10 +194,7 @@ def _print_failures(
 @inventory_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--diff/--no-diff", "show_diff", default=True, help="Show file differences (secrets masked).")
-@click.option(
-    "--build-dir", type=click.Path(file_okay=False, path_type=Path),
-    help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
-)
+@build_dir_option
 def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None) -> None:
     """What deploy would change on each host, and its impact; changes nothing.
 
@@ -272,8 +271,7 @@ def teardown(inventory: Path, purge: bool, limit: str | None, verbose: int) -> N
 @click.option("--backup-dir", default=DEFAULT_BACKUP_DIR, show_default=True,
               help="Directory on the database host (and the primary controller) for the backups.")
 @click.option("--yes", "yes_name", metavar="CLUSTER_NAME", help="Confirm without asking: the cluster's name.")
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).")
+@build_dir_option
 @click.option("-v", "--verbose", count=True)
 def upgrade(
     inventory: Path, to_version: str | None, batch: int, backup_dir: str, yes_name: str | None,
