@@ -1,7 +1,7 @@
 """`cluster-cli plan`: what a deploy would change on each host, and what that does to running jobs.
 
 The plan compares the rendered files and the inventory with what the probes found. Whether a
-change needs `scontrol reconfigure` or a restart is decided by ``slurm_facts.conf_change``, the
+change needs `scontrol reconfigure` or a restart is decided by ``slurm_facts.host_conf_change``, the
 same function the roles call through the ``slurm_conf_change`` filter: one home for the rule.
 """
 
@@ -19,7 +19,7 @@ from cluster_cli.errors import ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
 from cluster_cli.probe import HostProbe, probe_cluster
-from cluster_cli.slurm_facts import ConfChange, conf_change
+from cluster_cli.slurm_facts import ConfChange, host_conf_change
 
 # Lines whose value is a secret are masked in every diff a plan prints.
 SECRET_LINE = re.compile(r"(?i)^(\s*[\w.]*(pass|password|secret|token|key)\w*\s*[=:]\s*)\S.*$")
@@ -244,7 +244,7 @@ class _Decisions:
         if not new and self.primary is not None:
             return self.primary
         if key not in self.by_files:
-            self.by_files[key] = conf_change(self.version, old, new)
+            self.by_files[key], _ = host_conf_change(self.version, old, new)
         if primary:
             self.primary = self.by_files[key]
         return self.by_files[key]

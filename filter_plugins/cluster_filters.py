@@ -390,19 +390,18 @@ def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: 
         __slurm_common_change: >-
           {{ __slurm_common_old_confs.results | slurm_conf_change(slurm_common_config_src, __slurm_common_installed_version) }}
     """
-    from cluster_cli.slurm_facts import conf_change, rules_series  # the control node runs cluster-cli's Ansible
+    from cluster_cli.slurm_facts import host_conf_change  # the control node runs cluster-cli's Ansible
 
     old = {result["item"]: _slurped_text(result) for result in old_results}
     new = {name: _text_or_none(Path(new_dir) / name) for name in old}
-    series, why = rules_series(version)
-    change = conf_change(series, old, new)
+    change, series = host_conf_change(version, old, new)
     return {
         "restart_slurmctld": change.restart_slurmctld,
         "restart_slurmd": change.restart_slurmd,
         "restart_slurmdbd": change.restart_slurmdbd,
         "reconfigure": change.reconfigure,
         "impact": change.impact,
-        "reasons": ([why] if why and change.reasons else []) + list(change.reasons),
+        "reasons": list(change.reasons),
         "nodes_added": list(change.nodes_added),
         "nodes_removed": list(change.nodes_removed),
         "series": series,

@@ -11,7 +11,7 @@ Standard library only; the data is read on first use and kept.
 
 from __future__ import annotations
 
-from cluster_cli.slurm_facts.change import ConfChange, conf_change
+from cluster_cli.slurm_facts.change import ConfChange, conf_change, host_conf_change
 from cluster_cli.slurm_facts.facts import (
     UnknownSlurmVersion,
     known_keys,
@@ -25,6 +25,7 @@ __all__ = [
     "ConfChange",
     "UnknownSlurmVersion",
     "conf_change",
+    "host_conf_change",
     "known_keys",
     "rules_series",
     "series",

@@ -12,9 +12,9 @@ The causes then become the deploy's actions, whose markers the roles act on:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from cluster_cli.slurm_facts.facts import file_data, rules, series, spellings
+from cluster_cli.slurm_facts.facts import file_data, rules, rules_series, series, spellings
 from cluster_cli.slurm_facts.parse import Conf, logical_lines, pairs, parse_conf
 
 ACTIONS = {
@@ -94,6 +94,19 @@ def conf_change(version: str, old: dict[str, str | None], new: dict[str, str | N
         else:
             causes += other_file_causes(name, file_name, before, after)
     return summarise(causes, added, removed)
+
+
+def host_conf_change(
+    version: str, old: dict[str, str | None], new: dict[str, str | None]
+) -> tuple[ConfChange, str]:
+    """``conf_change`` for a host that reports ``version`` (the roles' filter and ``plan`` both ask
+    this): a version without rules ("" before Slurm is installed, or another release) gets the
+    rules of ``rules_series``, said in the first reason. Returns the change and the series applied."""
+    applied, why = rules_series(version)
+    change = conf_change(applied, old, new)
+    if why and change.reasons:
+        change = replace(change, reasons=(why, *change.reasons))
+    return change, applied
 
 
 def file_order(file_name: str) -> tuple[int, str]:

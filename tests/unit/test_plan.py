@@ -216,3 +216,14 @@ def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_pat
     assert {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"} <= wanted["head"]
     roles_vars = (REPO / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
     assert "__slurm_common_file_groups: [slurm_controller, slurm_login, slurm_database]" in roles_vars
+
+
+def test_a_slurm_version_without_rules_gets_the_same_fallback_as_the_roles(tmp_path: Path) -> None:
+    # 23.11 has no data here: plan applies the oldest series' rules and says so, like slurm_conf_change
+    old = _cluster(tmp_path)
+    new = _cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
+    probe = _converged_probe(old, _rendered(old))
+    probe.packages["slurm-client"] = "23.11.4-1"
+    _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
+    restart = _plan(new, _rendered(new), probe).by_impact(Impact.RESTART_SLURMCTLD)
+    assert len(restart) == 1 and "23.11.4-1 has no rules here" in restart[0].detail
