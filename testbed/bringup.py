@@ -194,9 +194,8 @@ class BringUp:
                 h.boot(binds)
                 self.bed.save()
             for h in self.bed.hosts:
-                assert h.running is not None
-                states[h.name] = hostmod.wait_running(h.name, h.running, h.console_log,
-                                                      self.cfg.boot_timeout)
+                states[h.name] = h.wait_booted(binds, self.cfg.boot_timeout)
+                self.bed.save()
         self.bed.state["boot_states"] = states
 
     def update_apt_lists(self) -> None:

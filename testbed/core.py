@@ -151,9 +151,11 @@ class Testbed(RecordedBed):
 
     def _start_locked(self, name: str, timeout: float) -> str:
         h = self.host(name)
-        r = h.boot(self.binds_ro())
+        binds = self.binds_ro()
+        h.boot(binds)
         self.save()
-        state = hostmod.wait_running(name, r, h.console_log, timeout)
+        state = h.wait_booted(binds, timeout)
+        self.save()
         self.wait_ssh(name, timeout=60)
         return str(state)
 

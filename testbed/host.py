@@ -320,13 +320,17 @@ def wait_running(name: str, r: Running, console_log: Path, timeout: float = 120.
     )
 
 
+class CgroupUnitFailed(TestbedError):
+    """The boot's cgroup remount unit did not succeed (a fresh boot usually does)."""
+
+
 def _require_writable_cgroups(name: str, r: Running) -> None:
     """Fail the boot here, not minutes later when slurmd finds a read-only controller."""
     active = run(nsenter_argv(r.leader_pid, ["systemctl", "is-active", CGROUP_UNIT_NAME]), check=False, timeout=30)
     if active.stdout.strip() != "active":
         status = run(nsenter_argv(r.leader_pid, ["systemctl", "status", "--no-pager", CGROUP_UNIT_NAME]),
                      check=False, timeout=30)
-        raise TestbedError(f"{name}: {CGROUP_UNIT_NAME} is {active.stdout.strip() or 'unknown'}:\n{status.stdout}")
+        raise CgroupUnitFailed(f"{name}: {CGROUP_UNIT_NAME} is {active.stdout.strip() or 'unknown'}:\n{status.stdout}")
 
 
 def request_poweroff(r: Running) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
-from testbed.host import Running, nspawn_argv
+from testbed.host import CgroupUnitFailed, Running, nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
@@ -163,6 +163,53 @@ def test_planned_host_state_is_the_entry_up_always_recorded(monkeypatch: pytest.
     }
     assert planned["binds_rw"] == [["/var/lib/cluster-testbed/tb/shared/srv_shared", "/srv/shared"]]
     assert list(planned) == list(SAMPLE_HOST)
+
+
+class _FakeBoots:
+    """Stands in for nspawn and the container's systemd: the retry around them is what is tested."""
+
+    def __init__(self, waits: list[str | None]) -> None:
+        self.waits = waits  # per boot: the systemd state, or None for a failed cgroup unit
+        self.boots = 0
+        self.stops: list[Running] = []
+
+    def boot(self, *args: object, **kwargs: object) -> Running:
+        self.boots += 1
+        return Running(nspawn_pid=self.boots, nspawn_start=1, leader_pid=self.boots, leader_start=1)
+
+    def wait_running(self, name: str, r: Running, console_log: Path, timeout: float) -> str:
+        state = self.waits[r.leader_pid - 1]
+        if state is None:
+            raise CgroupUnitFailed(f"{name}: testbed-cgroup-rw.service is failed")
+        return state
+
+    def stop(self, name: str, r: Running) -> None:
+        self.stops.append(r)
+
+
+@pytest.mark.parametrize("waits, boots", [(["running"], 1), ([None, "degraded"], 2)])
+def test_a_boot_whose_cgroup_remount_failed_is_booted_once_more(
+        monkeypatch: pytest.MonkeyPatch, waits: list[str | None], boots: int) -> None:
+    fake = _FakeBoots(waits)
+    for name in ("boot", "wait_running", "stop"):
+        monkeypatch.setattr(f"testbed.host.{name}", getattr(fake, name))
+    host = HostState.from_json({**SAMPLE_HOST, "running": None})
+    host.boot([])
+    assert host.wait_booted([], 5.0) == waits[-1]
+    assert fake.boots == boots
+    assert [r.leader_pid for r in fake.stops] == list(range(1, boots))
+    assert host.running is not None and host.running.leader_pid == boots
+
+
+def test_a_second_failed_cgroup_remount_fails_the_boot(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _FakeBoots([None, None])
+    for name in ("boot", "wait_running", "stop"):
+        monkeypatch.setattr(f"testbed.host.{name}", getattr(fake, name))
+    host = HostState.from_json({**SAMPLE_HOST, "running": None})
+    host.boot([])
+    with pytest.raises(CgroupUnitFailed, match="cgroup-rw"):
+        host.wait_booted([], 5.0)
+    assert fake.boots == 2
 
 
 def test_state_file_is_saved_back_byte_for_byte(tmp_path: Path) -> None:
