@@ -376,6 +376,36 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     return [node for node in expected if node not in ready]
 
 
+def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[str]:
+    """The ``names`` whose slurmd slurmctld has not yet seen start again since ``before``: from two
+    ``scontrol --oneliner show node`` outputs, a node counts once its SlurmdStartTime differs from
+    the one before the restart (slurmctld sets it when the new slurmd registers) and its state has
+    no NOT_RESPONDING flag. A node slurmctld did not list before (new, or the command failed) only
+    needs to be listed, answering.
+
+        until: __slurmd_before.stdout | slurmd_not_reregistered(__slurmd_after.stdout, __slurmd_batch) == []
+    """
+    old, new = _slurmd_starts(before), _slurmd_starts(after)
+    waiting = []
+    for name in names:
+        start, state = new.get(name, ("", "NOT_LISTED"))
+        flags = state.split("+")
+        answering = state != "NOT_LISTED" and "NOT_RESPONDING" not in flags and not flags[0].endswith("*")
+        if not answering or (name in old and start == old[name][0]):
+            waiting.append(name)
+    return waiting
+
+
+def _slurmd_starts(show_node: str) -> dict[str, tuple[str, str]]:
+    """{node: (SlurmdStartTime, State)} from ``scontrol --oneliner show node`` lines."""
+    found = {}
+    for line in show_node.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        if "NodeName" in fields:
+            found[fields["NodeName"]] = (fields.get("SlurmdStartTime", ""), fields.get("State", ""))
+    return found
+
+
 def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: str) -> dict[str, Any]:
     """What the change from the Slurm configuration on a host to the rendered one needs, by the
     rules of cluster_cli.slurm_facts for the host's Slurm ``version`` (its one home).
@@ -441,4 +471,5 @@ class FilterModule:
             "ldconfig_lib_path": ldconfig_lib_path,
             "slurm_nodes_not_ready": slurm_nodes_not_ready,
             "slurm_conf_change": slurm_conf_change,
+            "slurmd_not_reregistered": slurmd_not_reregistered,
         }

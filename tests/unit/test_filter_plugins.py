@@ -560,6 +560,39 @@ def test_slurm_nodes_not_ready_follows_the_usable_state_rule(lines, not_ready):
     assert F.slurm_nodes_not_ready(["node1", "node2", "node3"], lines) == not_ready
 
 
+def show_node(*nodes: tuple[str, str, str]) -> str:
+    """``scontrol --oneliner show node`` lines (fields cut down) for (name, SlurmdStartTime, State)."""
+    return "".join(f"NodeName={name} Arch=x86_64 CPUAlloc=0 State={state} SlurmdStartTime={start} "
+                   f"LastBusyTime=2026-11-24T05:00:00 Reason=x [root@2026-11-24T05:00:00]\n"
+                   for name, start, state in nodes)
+
+
+T0, T1, T2 = "2026-11-24T05:00:00", "2026-11-24T05:10:03", "2026-11-24T05:10:04"
+BEFORE = show_node(("node1", T0, "IDLE"), ("node2", T0, "MIXED"))
+
+
+@pytest.mark.parametrize(
+    ("after", "waiting"),
+    [
+        (BEFORE, ["node1", "node2"]),  # neither slurmd registered again yet
+        (show_node(("node1", T1, "IDLE"), ("node2", T0, "MIXED")), ["node2"]),
+        (show_node(("node1", T1, "IDLE"), ("node2", T2, "MIXED+DRAIN")), []),
+        # a new start time, but slurmctld does not hear from it (either way of writing the flag)
+        (show_node(("node1", T1, "IDLE+NOT_RESPONDING"), ("node2", T2, "IDLE*")), ["node1", "node2"]),
+        (show_node(("node1", T1, "IDLE")), ["node2"]),  # node2 not listed at all
+        ("", ["node1", "node2"]),  # scontrol failed
+    ],
+)
+def test_slurmd_not_reregistered_waits_for_a_new_start_time_of_an_answering_node(after, waiting):
+    assert F.slurmd_not_reregistered(BEFORE, after, ["node1", "node2"]) == waiting
+
+
+def test_slurmd_not_reregistered_takes_a_node_unknown_before_once_it_answers():
+    after = show_node(("node3", T1, "IDLE"))
+    assert F.slurmd_not_reregistered(BEFORE, after, ["node3"]) == []
+    assert F.slurmd_not_reregistered("", "", ["node3"]) == ["node3"]
+
+
 # ---- slurm_conf_change (roles/slurm_common) ---------------------------------------------------
 
 SLURM_CONF = (
