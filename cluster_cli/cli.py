@@ -165,6 +165,8 @@ def _run_prepared(
     finally:
         progress.close()
     console.print(summary_table(result, summary_line(title, result)))
+    for missed in result.missed:
+        console.print(f"[yellow]{missed.host}: unreachable, left as it is: {missed.task}[/yellow]")
     _print_failures(console, prepared, result, log_role)
     console.print(f"full log: {result.log_path}")
     if not result.ok:
@@ -217,9 +219,12 @@ def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None
 @click.option("--full", is_flag=True, help="Run the whole playbook on every host, even when the plan finds nothing.")
 @click.option("--wait", "wait_s", type=float, help="Wait up to SECONDS for the jobs on nodes being removed.")
 @click.option("--force", is_flag=True, help="Requeue the jobs on nodes being removed.")
+@click.option("--batch", type=click.IntRange(min=1), metavar="N",
+              help="Restart at most N slurmd at a time, each batch waited for until slurmctld sees it "
+                   "again; a failed batch stops the rollout (default: all at once).")
 def deploy(
     inventory: Path, check: bool, diff: bool, limit: str | None, tags: str | None, verbose: int,
-    build_dir: Path | None, full: bool, wait_s: float | None, force: bool,
+    build_dir: Path | None, full: bool, wait_s: float | None, force: bool, batch: int | None,
 ) -> None:
     """Validate, render, plan, and apply what the plan says (all of site.yml with --full).
 
@@ -246,7 +251,14 @@ def deploy(
         console.print(f"drained {', '.join(removed)}" + (f"; requeued jobs {', '.join(requeued)}" if requeued else ""))
     scope = None if full or limit else ",".join(found.hosts_to_apply())
     options = PlaybookOptions(check=check, diff=diff, limit=limit or scope, tags=tags, verbosity=max(verbose - 1, 0))
-    _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose)
+    retired = deploy_steps.write_retired_inventory(prepared)
+    if retired and scope is not None:
+        console.print(f"stopping slurmd on the hosts that left the inventory: {', '.join(retired)}")
+    rollout = deploy_steps.batch_vars(cluster, batch) if batch else None
+    if rollout:
+        console.print(f"slurmd restarts: {rollout['slurmd_restart_batch']} per host at a time, "
+                      f"{rollout['deploy_slurmd_serial']} compute host(s) per batch")
+    _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, rollout)
     if not check and not limit and not tags:
         deploy_steps.record_deployed(prepared, files, list(cluster.hosts) if scope is None else found.hosts_to_apply())
 

@@ -26,6 +26,7 @@ from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile
 from cluster_cli.paths import cluster_state_dir, default_build_dir
 from cluster_cli.plan import Plan, plan_cluster
+from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 
 LOG_TAIL_LINES = 20
 
@@ -38,6 +39,16 @@ class Prepared:
     @property
     def inventory_file(self) -> Path:
         return self.bundle.directory / "ansible" / "inventory.yml"
+
+    @property
+    def retired_inventory_file(self) -> Path:
+        return self.bundle.directory / "ansible" / "retired.yml"
+
+    @property
+    def inventory_files(self) -> list[Path]:
+        """The cluster's inventory, and the hosts that left it when this deploy must still reach them."""
+        retired = self.retired_inventory_file
+        return [self.inventory_file] + ([retired] if retired.is_file() else [])
 
     @property
     def var_files(self) -> list[Path]:
@@ -71,7 +82,7 @@ def run(
 ) -> PlaybookResult:
     return run_playbook(
         project_dir() / "playbooks" / playbook,
-        prepared.inventory_file,
+        prepared.inventory_files,
         prepared.var_files + (extra_var_files or []),
         new_log_path(prepared.cluster, Path(playbook).stem),
         options,
@@ -115,12 +126,37 @@ def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:
     return plan_cluster(prepared.cluster, rendered, munge_key, record)
 
 
-def record_deployed(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
-    """Remember what the hosts now hold, so a later plan can tell a hand edit from a change."""
+def write_retired_inventory(prepared: Prepared) -> list[str]:
+    """Write the inventory of the hosts that left the cluster with slurmd instances still
+    recorded (site.yml stops them), or remove a stale one; the hosts' names."""
     record = load_record(cluster_state_dir(prepared.cluster.name))
-    record.forget([host for host in record.hosts if host not in prepared.cluster.hosts])
+    retired = record.retired(prepared.cluster.hosts)
+    path = prepared.retired_inventory_file
+    if retired:
+        path.write_text(render_retired_inventory(prepared.cluster, retired), encoding="utf-8")
+    else:
+        path.unlink(missing_ok=True)
+    return list(retired)
+
+
+def record_deployed(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
+    """Remember what the hosts now hold, so a later plan can tell a hand edit from a change, and
+    how to reach them; hosts that left the inventory are forgotten (their slurmd was stopped)."""
+    record = load_record(cluster_state_dir(prepared.cluster.name))
+    record.forget([host for host in set(record.hosts) | set(record.reach) if host not in prepared.cluster.hosts])
     record.update(files, hosts)
+    record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
+
+
+def batch_vars(cluster: Cluster, batch: int) -> dict[str, int]:
+    """Extra vars of ``deploy --batch``: at most ``batch`` slurmd instances restart at a time.
+
+    The compute play takes ``deploy_slurmd_serial`` hosts at a time, and each host restarts
+    ``slurmd_restart_batch`` of its instances at a time; with up to k instances on a host that is
+    batch // k hosts of min(batch, k) instances, never more than ``batch`` (at least one host)."""
+    per_host = max((len(host.slurmd_nodes) for host in cluster.hosts.values()), default=1) or 1
+    return {"deploy_slurmd_serial": max(1, batch // per_host), "slurmd_restart_batch": min(batch, per_host)}
 
 
 class JobsStillRunning(ClusterCliError):

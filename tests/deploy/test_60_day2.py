@@ -101,6 +101,48 @@ def test_a_partition_change_is_applied_by_reconfigure_with_the_job_running(
     run(["scancel", job])
 
 
+def step_pids() -> set[str]:
+    """The slurmstepd processes of running jobs (they must outlive a slurmd restart)."""
+    found = subprocess.run(["pgrep", "-f", r"^slurmstepd: \[[0-9]+"], capture_output=True, text=True)
+    return set(found.stdout.split())
+
+
+def log_lines(output: str) -> list[str]:
+    """The lines of the full Ansible log whose path a deploy printed."""
+    path = next(line.split("full log: ", 1)[1] for line in output.splitlines() if "full log: " in line)
+    return Path(path.strip()).read_text().splitlines()
+
+
+def test_a_change_that_restarts_slurmd_goes_one_node_at_a_time_and_the_job_runs_on(
+    deployed_cluster: DeployedCluster, tmp_path: Path
+) -> None:
+    job = submit("node1", 600)
+    steps = step_pids()
+    assert steps, "no slurmstepd found for the running job"
+    cgroup_key = ("  version: auto\n", "  version: auto\n  overrides:\n    AllowedRAMSpace: 100\n")
+    changed = inventory_with(deployed_cluster, tmp_path, "cgroup", cgroup_key)
+    planned = json.loads(deployed_cluster.cli("plan", changed, "--json").stdout)
+    restarts = sorted(change["subject"].removeprefix("slurmd@") for change in planned["changes"]
+                      if change["impact"] == "restart slurmd")
+    assert restarts == ["node1", "node2", "node3"], planned["changes"]
+    before = pids()
+    applied = deployed_cluster.cli("deploy", changed, "--batch", "1")
+    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr[-2000:]
+    after = pids()
+    restarted = [node for node in restarts if after[f"slurmd-{node}.pid"] != before[f"slurmd-{node}.pid"]]
+    assert restarted == restarts, (before, after)
+    assert after["slurmctld.pid"] == before["slurmctld.pid"]
+    assert job_state(job) == "RUNNING" and steps <= step_pids(), "the job's slurmstepd did not survive"
+    # each node was stopped only after slurmctld had seen the one before it start again
+    tasks = [line for line in log_lines(applied.stdout) if line.startswith(("TASK [", "RUNNING HANDLER ["))]
+    order = [next(i for i, line in enumerate(tasks) if f"{what} {node}" in line)
+             for node in restarts for what in ("Stop", "Wait until slurmctld sees")]
+    assert order == sorted(order), "\n".join(tasks[-40:])
+    run(["scancel", job])
+    back = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))
+    assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
+
+
 def test_a_hand_edit_shows_as_drift_on_that_host_and_file(deployed_cluster: DeployedCluster, tmp_path: Path) -> None:
     conf = Path("/etc/slurm/cgroup.conf")
     original = conf.read_text()

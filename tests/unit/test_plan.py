@@ -8,10 +8,13 @@ whole path on real daemons.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
+from cluster_cli.deploy import batch_vars
+from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ExitCode
 from cluster_cli.host_files import files_by_host
@@ -227,3 +230,59 @@ def test_a_slurm_version_without_rules_gets_the_same_fallback_as_the_roles(tmp_p
     _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
     restart = _plan(new, _rendered(new), probe).by_impact(Impact.RESTART_SLURMCTLD)
     assert len(restart) == 1 and "23.11.4-1 has no rules here" in restart[0].detail
+
+
+@pytest.mark.parametrize(("batch", "serial", "per_host"),
+                         [(1, 1, 1), (2, 1, 2), (3, 1, 3), (5, 1, 3), (7, 2, 3)])
+def test_deploy_batch_never_restarts_more_slurmd_at_once_than_asked_on_the_local_cluster(
+        tmp_path: Path, batch: int, serial: int, per_host: int) -> None:
+    cluster = _cluster(tmp_path)  # one host with three slurmd instances
+    rollout = batch_vars(cluster, batch)
+    assert rollout == {"deploy_slurmd_serial": serial, "slurmd_restart_batch": per_host}
+    assert rollout["deploy_slurmd_serial"] * rollout["slurmd_restart_batch"] <= max(batch, 1)
+
+
+@pytest.mark.parametrize("batch", [1, 8, 50])
+def test_deploy_batch_is_hosts_at_a_time_with_one_node_per_host(batch: int) -> None:
+    cluster = load_cluster(REPO / "inventories" / "examples" / "gpu-cluster.yaml")
+    assert {len(host.slurmd_nodes) for host in cluster.hosts.values() if host.slurmd_nodes} == {1}
+    assert batch_vars(cluster, batch) == {"deploy_slurmd_serial": batch, "slurmd_restart_batch": 1}
+
+
+
+def _gpu_clusters(tmp_path: Path):
+    """The shipped GPU example, and the same with cpu08 (host and node) taken out."""
+    text = (REPO / "inventories" / "examples" / "gpu-cluster.yaml").read_text()
+    smaller = text.replace("nodes: cpu[01-08]", "nodes: cpu[01-07]").replace("10.10.3.[1-8]", "10.10.3.[1-7]")
+    assert smaller != text
+    (tmp_path / "full.yaml").write_text(text)
+    (tmp_path / "smaller.yaml").write_text(smaller)
+    return load_cluster(tmp_path / "full.yaml"), load_cluster(tmp_path / "smaller.yaml")
+
+
+def test_a_host_that_left_the_inventory_is_remembered_and_its_slurmd_stopped(tmp_path: Path) -> None:
+    full, smaller = _gpu_clusters(tmp_path)
+    record = DeployedRecord(tmp_path / "deployed.json")
+    record.remember_reach(host_reach(full))
+    record.save()
+    again = load_record(tmp_path)
+    assert again.reach["cpu08"]["slurmd_nodes"] == ["cpu08"]
+    connection = again.reach["cpu08"]["connection"]
+    assert (connection["ansible_host"], connection["ansible_port"]) == ("10.10.3.8", 22)
+    assert connection["ansible_ssh_private_key_file"].endswith("/.ssh/atlas_ed25519")  # a path, never a key
+    assert list(again.retired(smaller.hosts)) == ["cpu08"]
+    assert again.retired(full.hosts) == {}
+    plan = make_plan(smaller, {}, {}, {}, again)
+    assert [(c.host, c.subject, c.impact) for c in plan.changes] == [("cpu08", "slurmd@cpu08", Impact.STOP)]
+    inventory = json.loads(render_retired_inventory(smaller, again.retired(smaller.hosts)).split("\n", 1)[1])
+    assert inventory == {"all": {"children": {"slurm_retired": {"hosts": {
+        "cpu08": {**again.reach["cpu08"]["connection"], "slurmd_nodes": []}}}}}}
+    again.forget(["cpu08"])
+    assert again.retired(smaller.hosts) == {} and "cpu08" not in again.reach
+
+
+def test_a_host_without_slurmd_is_not_retired(tmp_path: Path) -> None:
+    full, _ = _gpu_clusters(tmp_path)
+    record = DeployedRecord()
+    record.remember_reach(host_reach(full))
+    assert record.retired([name for name in full.hosts if name != "login1"]) == {}
