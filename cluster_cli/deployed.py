@@ -2,7 +2,10 @@
 
 `plan` tells a hand edit (drift) from a change the inventory asks for by this record: a host's
 file that matches neither the rendered file nor what was deployed there was changed on the host.
-Only checksums are kept, never file contents, so the record holds no secret.
+Only checksums are kept, never file contents, so the record holds no secret. It also keeps how
+each host is reached (Ansible's connection variables: addresses and key paths, never keys) and
+the slurmd instances it runs, so that a host that leaves the inventory can still be reached to
+stop them.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cluster_cli.host_files import HostFile
 
@@ -23,6 +28,8 @@ class DeployedRecord:
     path: Path | None = None
     # host -> file path on the host -> sha256 deployed there (None: deployed as absent)
     hosts: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # host -> {"connection": Ansible connection variables, "slurmd_nodes": [node names]}
+    reach: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def knows(self, host: str, path: str) -> bool:
         return path in self.hosts.get(host, {})
@@ -34,16 +41,26 @@ class DeployedRecord:
         for host in hosts:
             self.hosts[host] = {item.path: item.sha256 for item in files_by_host.get(host, [])}
 
+    def remember_reach(self, reach: dict[str, dict[str, Any]]) -> None:
+        self.reach.update(reach)
+
+    def retired(self, current: Collection[str]) -> dict[str, dict[str, Any]]:
+        """Hosts deployed with slurmd instances that ``current`` (the inventory's hosts) no longer has."""
+        return {host: entry for host, entry in sorted(self.reach.items())
+                if host not in current and entry.get("slurmd_nodes")}
+
     def forget(self, hosts: list[str]) -> None:
         for host in hosts:
             self.hosts.pop(host, None)
+            self.reach.pop(host, None)
 
     def save(self) -> None:
         if self.path is None:
             return
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         staging = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        document = {"version": 1, "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hosts": self.hosts}
+        document = {"version": 1, "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hosts": self.hosts,
+                    "reach": self.reach}
         staging.write_text(json.dumps(document, indent=1, sort_keys=True), encoding="utf-8")
         staging.replace(self.path)
 
@@ -54,6 +71,7 @@ def load_record(state_dir: Path) -> DeployedRecord:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         hosts = {str(host): dict(files) for host, files in document.get("hosts", {}).items()}
+        reach = {str(host): dict(entry) for host, entry in document.get("reach", {}).items()}
     except (OSError, ValueError, AttributeError, TypeError):
-        hosts = {}
-    return DeployedRecord(path, hosts)
+        hosts, reach = {}, {}
+    return DeployedRecord(path, hosts, reach)

@@ -127,6 +127,7 @@ def make_plan(
             change = decisions.for_host(files, rendered, probe, name == cluster.inventory.controllers.primary)
             found += _daemon_changes(cluster, name, files, probe, change)
         plan.changes += found + _owed_and_stale(name, probe, found)
+    plan.changes += _retired(cluster, record)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
         added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
@@ -281,6 +282,13 @@ def _owed_and_stale(host: str, probe: HostProbe, found: list[Change]) -> list[Ch
     changes += [Change(host, daemon, Impact.STOP, f"runs, but no node of the inventory is {daemon.split('@')[1]}")
                 for daemon in sorted(probe.slurmds) if daemon not in probe.daemons]
     return changes
+
+
+def _retired(cluster: Cluster, record: DeployedRecord) -> list[Change]:
+    """The slurmd instances of hosts that left the inventory: deploy reaches them as the record
+    says and stops them (they are not probed: a machine taken out may well be gone)."""
+    return [Change(host, f"slurmd@{node}", Impact.STOP, "its host left the inventory")
+            for host, entry in record.retired(cluster.hosts).items() for node in entry["slurmd_nodes"]]
 
 
 def _restarts(daemon: str, change: ConfChange) -> bool:

@@ -61,6 +61,8 @@ class PlaybookResult:
     log_path: Path
     recap: dict[str, dict[str, int]] = field(default_factory=dict)
     failures: list[TaskFailure] = field(default_factory=list)
+    # hosts a play may miss (ignore_unreachable), each with the first task that could not reach it
+    missed: list[TaskFailure] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -83,9 +85,11 @@ def ansible_tool(name: str) -> str:
 
 
 def playbook_argv(
-    playbook: Path, inventory: Path, extra_var_files: Sequence[Path], options: PlaybookOptions
+    playbook: Path, inventories: Sequence[Path], extra_var_files: Sequence[Path], options: PlaybookOptions
 ) -> list[str]:
-    argv = [ansible_tool("ansible-playbook"), "-i", str(inventory)]
+    argv = [ansible_tool("ansible-playbook")]
+    for inventory in inventories:
+        argv += ["-i", str(inventory)]
     for path in extra_var_files:
         argv += ["-e", f"@{path}"]
     if options.check:
@@ -106,7 +110,7 @@ def playbook_argv(
 
 def run_playbook(
     playbook: Path,
-    inventory: Path,
+    inventories: Sequence[Path],
     extra_var_files: Sequence[Path],
     log_path: Path,
     options: PlaybookOptions = PlaybookOptions(),
@@ -114,7 +118,7 @@ def run_playbook(
 ) -> PlaybookResult:
     """Run a playbook to completion; Ansible's output is written to ``log_path`` (0600)."""
     project = project_dir()
-    argv = playbook_argv(playbook, inventory, extra_var_files, options)
+    argv = playbook_argv(playbook, inventories, extra_var_files, options)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     read_end, write_end = os.pipe()
     environment = dict(os.environ)
@@ -171,9 +175,11 @@ def _record(result: PlaybookResult, event: dict[str, Any], current_role: dict[st
             TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""))
         )
     elif kind == "unreachable":
-        result.failures.append(
-            TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""), True)
-        )
+        failure = TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""), True)
+        if not event.get("ignored"):
+            result.failures.append(failure)
+        elif failure.host not in {missed.host for missed in result.missed}:
+            result.missed.append(failure)
     elif kind == "stats":
         result.recap = event.get("hosts", {})
 

@@ -75,7 +75,10 @@ class CallbackModule(CallbackBase):
         )
 
     def v2_runner_on_unreachable(self, result):
-        self._emit(event="unreachable", host=result._host.get_name(), task=result.task_name, message=_message(result))
+        # a play or task with ignore_unreachable (site.yml: hosts that left the inventory) goes on
+        ignored = bool(getattr(result._task, "ignore_unreachable", False))
+        self._emit(event="unreachable", host=result._host.get_name(), task=result.task_name,
+                   ignored=ignored, message=_message(result))
 
     def v2_runner_on_skipped(self, result):
         self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)
