@@ -276,7 +276,8 @@ def test_a_host_that_left_the_inventory_is_remembered_and_its_slurmd_stopped(tmp
     assert [(c.host, c.subject, c.impact) for c in plan.changes] == [("cpu08", "slurmd@cpu08", Impact.STOP)]
     inventory = json.loads(render_retired_inventory(smaller, again.retired(smaller.hosts)).split("\n", 1)[1])
     assert inventory == {"all": {"children": {"slurm_retired": {"hosts": {
-        "cpu08": {**again.reach["cpu08"]["connection"], "slurmd_nodes": []}}}}}}
+        "cpu08": {**again.reach["cpu08"]["connection"], "slurmd_nodes": [],
+                  "slurmd_teardown_instances": ["cpu08"]}}}}}}
     again.forget(["cpu08"])
     assert again.retired(smaller.hosts) == {} and "cpu08" not in again.reach
 
