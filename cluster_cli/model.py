@@ -29,7 +29,7 @@ NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 APT_SUITE_PATTERN = r"^[A-Za-z0-9._~+/-]+$"
 APT_COMPONENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$"
-SLURM_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+SLURM_KEY_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]*")  # used with fullmatch
 MAX_NAME_LENGTH = 63  # a host name label, as `hostname -s` prints it
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
@@ -94,7 +94,7 @@ HostlistExpression = Annotated[str, Field(min_length=1), AfterValidator(_check_h
 
 
 def _check_override_key(key: str) -> str:
-    if not SLURM_KEY_PATTERN.match(key):
+    if not SLURM_KEY_PATTERN.fullmatch(key):
         raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
     return key
 
@@ -353,7 +353,7 @@ class Munge(StrictModel):
 
 
 def _check_nccl_name(key: str) -> str:
-    if not re.match(r"^NCCL_[A-Z0-9_]+$", key):
+    if not re.fullmatch(r"NCCL_[A-Z0-9_]+", key):
         raise ValueError(f"{key!r} is not an NCCL variable (NCCL_...)")
     return key
 
