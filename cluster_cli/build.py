@@ -9,9 +9,9 @@ import yaml
 
 from cluster_cli.ansible.variables import cluster_variables, secret_variables
 from cluster_cli.cluster import Cluster
-from cluster_cli.errors import ClusterCliError
+from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.paths import default_secrets_dir
-from cluster_cli.render import RenderedFile, render_configs, write_files
+from cluster_cli.render import NotABuildDirectory, RenderedFile, check_replaceable, render_configs, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.slurmdbd_conf import InvalidSecret
 from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets
@@ -34,7 +34,12 @@ def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
 
 
 def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle:
-    """Generate missing secrets, render every file and write them into ``directory``."""
+    """Generate missing secrets, render every file and write them into ``directory``, which must
+    be new, empty or an earlier build (RefusedError otherwise, before any secret is made)."""
+    try:
+        check_replaceable(directory)
+    except NotABuildDirectory as error:
+        raise RefusedError(str(error)) from None
     secrets = ensure_secrets(secrets_dir)
     try:
         files = render_configs(cluster, secrets.db_password() if cluster.inventory.accounting.enabled else None)
@@ -48,6 +53,8 @@ def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle
     )
     try:
         write_files(directory, files)
+    except NotABuildDirectory as error:
+        raise RefusedError(str(error)) from None
     except OSError as error:
         raise ClusterCliError(f"cannot write {directory}: {error.strerror}") from None
     return Bundle(directory, files, secrets)

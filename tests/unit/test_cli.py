@@ -179,6 +179,53 @@ def test_render_invalid_inventory_changes_nothing(runner, tmp_path):
     assert not (tmp_path / "state").exists(), "no secrets are generated for an invalid inventory"
 
 
+def _foreign_directory(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "notes.txt").write_text("keep me\n")
+    return path
+
+
+def test_render_refuses_a_directory_it_did_not_make(runner, tmp_path):
+    out = _foreign_directory(tmp_path / "project")
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {out} is not empty and cluster-cli did not make it (no .cluster-cli-build in it); "
+        "its contents would be deleted: choose a new or empty directory\n"
+    )
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "state").exists(), "refused before any secret is generated"
+
+
+def test_render_refuses_the_home_directory_and_the_current_one(runner, tmp_path, monkeypatch):
+    home = _foreign_directory(tmp_path / "home")
+    monkeypatch.chdir(home)
+    for output in (str(home), "."):  # what `-o ~` and `-o .` reach cluster-cli as
+        result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", output])
+        assert result.exit_code == 2, result.output
+        assert (home / "notes.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("verb", ["plan", "deploy", "upgrade"])
+def test_build_dir_of_other_verbs_refuses_a_directory_it_did_not_make(runner, tmp_path, verb):
+    out = _foreign_directory(tmp_path / "project")
+    extra = ["--to", "26.05.5-1"] if verb == "upgrade" else []
+    result = runner.invoke(main, [verb, str(SHIPPED_INVENTORIES["local"]), "--build-dir", str(out), *extra])
+    assert result.exit_code == 2, result.output
+    assert "cluster-cli did not make it" in result.stderr
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
+
+
+def test_render_replaces_a_directory_an_earlier_render_made(runner, tmp_path):
+    out = tmp_path / "build"
+    inventory = str(SHIPPED_INVENTORIES["local"])
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    (out / "slurm" / "stale.conf").write_text("from an older render\n")
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    assert not (out / "slurm" / "stale.conf").exists()
+    assert (out / ".cluster-cli-build").is_file()
+
+
 def test_render_unwritable_output_exits_1(runner, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
