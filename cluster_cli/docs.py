@@ -267,6 +267,19 @@ def _section(cls: type[BaseModel], paths: list[str], top: bool) -> list[str]:
     return lines + [""]
 
 
+# the whole-file limits of cluster_cli/loader.py and the message cap of cluster_cli/errors.py
+REFUSED = [
+    "- A file over 10 MiB, text that is not UTF-8, YAML nested more than 64 levels deep, and a key",
+    "  written twice in one mapping.",
+    "- Aliases (`*name`) and merge keys (`<<`) that repeat more than 100,000 values in all: a few",
+    "  hundred bytes of nested `<<: [*a, *a, ...]` would otherwise expand to gigabytes. The problem",
+    "  names the line where the limit is passed.",
+    "- Names, keys and patterns are matched as whole strings: `\"KillWait\\n\": 30` is not a key.",
+    "",
+    "`validate` prints the first 50 problems, then how many more there are.",
+]
+
+
 def generate() -> str:
     """The whole reference as Markdown."""
     lines = [
@@ -278,6 +291,10 @@ def generate() -> str:
         "listed is an error (with a did-you-mean hint), never silently ignored. `cluster-cli validate FILE`",
         "checks a file and reports every problem as `file:line: field: message`; `cluster-cli schema`",
         "prints the same model as JSON Schema for editors.",
+        "",
+        "## What is refused before anything else",
+        "",
+        *REFUSED,
         "",
         "## Example",
         "",

@@ -73,6 +73,56 @@ def _check_nesting(text: str, file: str) -> None:
         return
 
 
+MAX_ALIAS_EXPANSION = 100_000
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse aliases (*name) and merge keys (<<) that repeat more than MAX_ALIAS_EXPANSION values:
+    a 600-byte document of nested ``<<: [*a, *a, ...]`` otherwise expands to gigabytes.
+
+    Depth first, each node once: the first reference to a node is where it is written, every
+    later one (an alias) repeats all of it, aliases inside included.
+    """
+    sizes: dict[int, int] = {}  # a node's size with every alias in it expanded
+    written_at: dict[int, tuple[int, int]] = {}  # node -> (its parent, its index there)
+    stack: list[tuple[yaml.Node, tuple[int, int], bool]] = [(root, (0, 0), False)]
+    repeated = 0
+    while stack:
+        node, parent, children_done = stack.pop()
+        children = _children(node)
+        if not children_done:
+            if id(node) in sizes:
+                continue  # reached through a sibling first: this reference is a repeat
+            sizes[id(node)] = 1  # until its children are done: a cycle (&a [*a]) repeats nothing
+            written_at[id(node)] = parent
+            stack.append((node, parent, True))
+            # in document order: the first reference to a node is the one written out
+            stack.extend((child, (id(node), index), False) for index, child in reversed(list(enumerate(children))))
+            continue
+        sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+        for index, child in enumerate(children):
+            if written_at[id(child)] != (id(node), index):
+                repeated += sizes[id(child)]
+                if repeated > MAX_ALIAS_EXPANSION:
+                    message = f"aliases (*name) or merge keys (<<) repeat more than {MAX_ALIAS_EXPANSION:,} values"
+                    raise InventoryError([Problem(file, _alias_line(node, index), "(yaml)", message)])
+
+
+def _alias_line(parent: yaml.Node, index: int) -> int:
+    """The line of a parent's child ``index``, an alias: the line of its key in a mapping."""
+    if isinstance(parent, yaml.MappingNode):
+        return parent.value[index // 2][0].start_mark.line + 1
+    return parent.start_mark.line + 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _model_at(location: Location) -> type[BaseModel] | None:
     model: Any = Inventory
     for part in location:
@@ -114,6 +164,8 @@ def _message(error: Mapping[str, Any]) -> str:
 def _compose_and_construct(text: str, file: str) -> tuple[Any, yaml.Node | None]:
     _check_nesting(text, file)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        _check_expansion(root, file)
     # the data is built from the composed nodes, not from a second parse of the text
     data = yaml.constructor.SafeConstructor().construct_document(root) if root is not None else None
     return data, root

@@ -16,7 +16,7 @@ from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
 from cluster_cli import __version__
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
-from cluster_cli.errors import ClusterCliError, ExitCode, InventoryError
+from cluster_cli.errors import MAX_PROBLEMS_SHOWN, ClusterCliError, ExitCode, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.progress import summary_line
 from devtools.deploy_summary import parse_summary_line
@@ -81,6 +81,30 @@ def test_validate_invalid_inventory_lists_every_problem_and_exits_2(runner, tmp_
         + ", ".join(sorted(Inventory.model_fields)),
         f"{path}:{line_of(text, 'count: 0')}: node_groups[0].gpus.count: Input should be greater than or equal to 1",
         f"{path}: 2 problems; nothing was changed.",
+    ]
+
+
+def test_validate_prints_the_first_problems_and_counts_the_rest(runner, tmp_path):
+    text = BASE + "".join(f"extra{number:02}: 1\n" for number in range(MAX_PROBLEMS_SHOWN + 7))
+    path = write(tmp_path, text)
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == MAX_PROBLEMS_SHOWN + 2
+    assert lines[0].startswith(f"{path}:{line_of(text, 'extra00:')}: extra00: unknown field")
+    assert lines[-2:] == ["... and 7 more problems", f"{path}: {MAX_PROBLEMS_SHOWN + 7} problems; nothing was changed."]
+
+
+def test_validate_refuses_a_merge_key_bomb_with_one_line(runner, tmp_path):
+    text = BASE + "x0: &x0 {a: 1, b: 2, c: 3, d: 4}\n" + "".join(
+        f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n" for level in range(1, 7)
+    )
+    path = write(tmp_path, text)
+    result = runner.invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:{line_of(text, 'x5: &x5')}: (yaml): aliases (*name) or merge keys (<<) repeat more than 100,000 values",
+        f"{path}: 1 problem; nothing was changed.",
     ]
 
 

@@ -29,7 +29,7 @@ from cluster_cli.ansible import runner as runner_module
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
 from cluster_cli.cluster import Cluster
-from cluster_cli.errors import ExitCode, InventoryError
+from cluster_cli.errors import MAX_PROBLEMS_SHOWN, ExitCode, InventoryError
 from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.probe import HostProbe
 from cluster_cli.render import render_configs
@@ -103,7 +103,7 @@ def load(mutant: Mutant, path: Path) -> Outcome:
     try:
         outcome.cluster = load_cluster(path)
     except InventoryError as error:
-        outcome.problems = str(error).splitlines()
+        outcome.problems = [str(problem) for problem in error.problems]
         outcome.error = error
     except Exception as error:  # noqa: BLE001 - the oracle: anything else is a traceback
         outcome.error = error
@@ -130,8 +130,12 @@ def check(outcome: Outcome, stats: Counter[str] | None = None) -> list[str]:
     if mutant.kind in ALWAYS_VALID:
         return [f"rejected a valid spelling: {outcome.problems[:3]}"]
     assert isinstance(outcome.error, InventoryError)
-    if [str(problem) for problem in outcome.error.problems] != outcome.problems:
-        return ["the error text is not its problems, one a line"]
+    shown = outcome.problems[:MAX_PROBLEMS_SHOWN]
+    hidden = len(outcome.problems) - len(shown)
+    if hidden:
+        shown.append(f"... and {hidden} more problem{'s' if hidden != 1 else ''}")
+    if str(outcome.error).splitlines() != shown:
+        return ["the error text is not its first problems, one a line"]
     wrong: list[str] = []
     pattern = problem_pattern(str(path))
     last_line = line_count(mutant.data)
