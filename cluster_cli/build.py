@@ -25,12 +25,9 @@ class Bundle:
 
 
 def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
-    """The inventory's secrets.dir (relative to the inventory file), or the default."""
+    """The inventory's secrets.dir (absolute or ``~/...``, the model sees to it), or the default."""
     configured = cluster.inventory.secrets.dir
-    if configured is None:
-        return default_secrets_dir(cluster.name)
-    path = Path(configured).expanduser()
-    return path if path.is_absolute() else (inventory_path.parent / path).resolve()
+    return default_secrets_dir(cluster.name) if configured is None else Path(configured).expanduser()
 
 
 def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from cluster_cli import model
-from cluster_cli.model import Inventory, models_in
+from cluster_cli.model import SYSTEM_DIRS, Inventory, models_in
 
 DEFAULT_OUTPUT = Path("docs") / "inventory.md"
 
@@ -275,6 +276,14 @@ REFUSED = [
     "  hundred bytes of nested `<<: [*a, *a, ...]` would otherwise expand to gigabytes. The problem",
     "  names the line where the limit is passed.",
     "- Names, keys and patterns are matched as whole strings: `\"KillWait\\n\": 30` is not a key.",
+    "- Paths are absolute, without `.` or `..` parts; `ssh.private_key` and `secrets.dir` on the",
+    "  control node may also start with `~/`. The directories the deploy creates and chowns, or",
+    "  `teardown --purge` deletes (`slurm.paths.*`, `training.venv_path`, `training.work_dir`), and",
+    "  `secrets.dir` may not be a system directory (a directory below one is fine):",
+    *textwrap.wrap(
+        ", ".join(f"`{path}`" for path in sorted(SYSTEM_DIRS)) + ".",
+        width=98, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False,
+    ),
     "",
     "`validate` prints the first 50 problems, then how many more there are.",
 ]
