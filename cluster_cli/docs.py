@@ -284,6 +284,8 @@ REFUSED = [
         ", ".join(f"`{path}`" for path in sorted(SYSTEM_DIRS)) + ".",
         width=98, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False,
     ),
+    "- `{{`, `{%` or `{#` in any key or value: Ansible templates the values it is given, and",
+    "  `{{ lookup('pipe', 'id') }}` in a path would run a command on the control node.",
     "",
     "`validate` prints the first 50 problems, then how many more there are.",
 ]

@@ -226,14 +226,49 @@ def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InventoryError([Problem(file, 1, "(top level)", f"an inventory is a mapping of fields, not {kind}")])
+    problems = [
+        Problem(file, source.line_of(location), format_location(location), _TEMPLATE_MESSAGE.format(_shorten(text)))
+        for location, text in _template_strings(data)
+    ]
     try:
-        return Inventory.model_validate(data)
+        inventory = Inventory.model_validate(data)
     except ValidationError as error:
-        problems = [
+        problems += [
             Problem(file, source.line_of(item["loc"]), format_location(tuple(item["loc"])), _message(item))
             for item in error.errors()
         ]
-        raise InventoryError(problems) from None
+    if problems:
+        raise InventoryError(problems)
+    return inventory
+
+
+TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_TEMPLATE_MESSAGE = "{} holds '{{{{', '{{%' or '{{#': Ansible would evaluate it as a template, on the control node"
+
+
+def _template_strings(data: Any) -> list[tuple[Location, str]]:
+    """Every key and string value that would start a Jinja expression where Ansible templates it
+    (``{{ lookup('pipe', 'id') }}`` runs a command), with its location; each node once."""
+    found: list[tuple[Location, str]] = []
+    seen: set[int] = set()
+    stack: list[tuple[Location, Any]] = [((), data)]
+    while stack:
+        location, value = stack.pop()
+        if isinstance(value, str):
+            if any(marker in value for marker in TEMPLATE_MARKERS):
+                found.append((location, value))
+        elif isinstance(value, (dict, list)) and id(value) not in seen:
+            seen.add(id(value))
+            items = list(value.items() if isinstance(value, dict) else enumerate(value))
+            for key, item in reversed(items):  # popped in document order: an alias's first place
+                if isinstance(key, str) and any(marker in key for marker in TEMPLATE_MARKERS):
+                    found.append((location + (key,), key))
+                stack.append((location + (key,), item))
+    return found
+
+
+def _shorten(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:45] + "..." + text[-10:])
 
 
 def read_inventory_text(path: Path) -> str:
