@@ -66,6 +66,10 @@ KINDS: dict[str, bool] = {
     "top_level_not_mapping": True,
     "not_utf8": True,
     "control_characters": True,
+    "merge_keys": True,
+    "key_newline": True,
+    "bad_paths": True,
+    "template_expression": True,
     "truncated": False,
     "line_edits": False,
     "random_value": False,
@@ -808,6 +812,62 @@ class _Generator:
                 text = self.text[:offset] + char + self.text[offset:]
                 line = self.text.count("\n", 0, offset) + 1
                 yield self.textual("control_characters", f"{char!r} at {offset}", text, "(yaml)", (line, line))
+
+    def merge_keys(self) -> Iterator[_Candidate]:
+        end = len(self.lines()) + 1  # the first appended line
+        for levels in (5, 6):
+            bomb = "x0: &x0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6, k6: 7, k7: 8}\n" + "".join(
+                f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n"
+                for level in range(1, levels + 1)
+            )
+            yield self.textual("merge_keys", f"a merge-key bomb of {levels} levels", self.text + bomb, "(yaml)", (end, end + levels))
+        yield self.textual("merge_keys", "a merge of a number", self.text + "<<: 3\n", "(yaml)", (end, end))
+        yield self.textual("merge_keys", "a merge of a list of numbers", self.text + "<<: [1, 2]\n", "(yaml)", (end, end))
+        for key in ("colour", "gpu_count", "Port"):
+            text = self.text + f"<<: {{{key}: red}}\n"
+            yield self.textual("merge_keys", f"a merge that brings in {key}", text, key, (end, end))
+
+    def key_newline(self) -> Iterator[_Candidate]:
+        for path, _ in self.rng.sample(self.model_mappings(), min(8, len(self.model_mappings()))):
+            key = self.rng.choice(list(get(self.document, path)))
+            document = self.copy()
+            put_renamed(document, path, key, f"{key}\n")
+            yield self.structural("key_newline", f"{loc(path + (key,))} + newline", document, path + (f"{key}\n",))
+        for path in [("slurm", "conf", "KillWait\n"), ("cgroup", "overrides", "ConstrainCores\n"),
+                     ("nccl", "env", "NCCL_DEBUG\n"), ("partitions", 0, "options", "MaxTime\n")]:
+            document = self.copy()
+            ensure_mapping(document, path[:-1])
+            put(document, path, "1")
+            yield self.structural("key_newline", f"{loc(path)}", document, path)
+
+    def bad_paths(self) -> Iterator[_Candidate]:
+        owned = [("slurm", "paths", name) for name in ("conf_dir", "state_dir", "spool_dir", "log_dir", "run_dir")]
+        owned += [("training", "venv_path"), ("training", "work_dir"), ("secrets", "dir")]
+        values = ["../../etc", "state", "/", "/etc", "/var/log/", "//usr", "/tmp", "/home", "/var/lib/x/../../..", "/srv/./x"]
+        for path in owned:
+            for value in self.rng.sample(values, 4):
+                document = self.copy()
+                ensure_mapping(document, path[:-1])
+                put(document, path, value)
+                yield self.structural("bad_paths", f"{loc(path)}: {value!r}", document, path)
+        for path, value in [(("ssh", "private_key"), "keys/id"), (("training", "python"), "python3"), (("secrets", "dir"), "~")]:
+            document = self.copy()
+            ensure_mapping(document, path[:-1])
+            put(document, path, value)
+            yield self.structural("bad_paths", f"{loc(path)}: {value!r}", document, path)
+
+    def template_expression(self) -> Iterator[_Candidate]:
+        expressions = ['{{ lookup("pipe", "id") }}', "{{x}}", "{% if 1 %}x{% endif %}", "a{#b#}", "/p/{{ y }}"]
+        strings = [(path, value) for path, value, _ in self.leaves() if isinstance(value, str)]
+        for path, value in self.rng.sample(strings, min(12, len(strings))):
+            document = self.copy()
+            put(document, path, value + self.rng.choice(expressions))
+            yield self.structural("template_expression", f"{loc(path)} + a template", document, path)
+        for path in [("slurm", "conf", "{{ k }}"), ("nccl", "env", "NCCL_{% x %}")]:
+            document = self.copy()
+            ensure_mapping(document, path[:-1])
+            put(document, path, "1")
+            yield self.structural("template_expression", f"key {loc(path)}", document, path)
 
     def truncated(self) -> Iterator[_Candidate]:
         data = self.text.encode("utf-8")

@@ -84,6 +84,13 @@ def deepest_present(document: Any, parts: list[str | int]) -> tuple[list[str | i
     return found, node
 
 
+def _parsed(mutant: Mutant) -> Any:
+    try:
+        return yaml.safe_load(mutant.data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
 @dataclass
 class Outcome:
     mutant: Mutant
@@ -139,10 +146,8 @@ def check(outcome: Outcome, stats: Counter[str] | None = None) -> list[str]:
     wrong: list[str] = []
     pattern = problem_pattern(str(path))
     last_line = line_count(mutant.data)
-    try:
-        document = yaml.safe_load(mutant.data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError):
-        document = None
+    # parsed only where a problem names a field: the oracle must not expand a merge-key bomb itself
+    document = _parsed(mutant) if any(not line.split(": ", 2)[1].startswith("(") for line in outcome.problems) else None
     text_lines = mutant.data.decode("utf-8", errors="replace").splitlines()
     parsed = []
     for problem in outcome.problems:
@@ -165,7 +170,8 @@ def check(outcome: Outcome, stats: Counter[str] | None = None) -> list[str]:
         last = present[-1]
         if isinstance(last, str):
             stats["line holds the key"] += 1
-            if last not in text_lines[line - 1]:
+            # a key with a line break is written with an escape ("KillWait\n"): its printable part
+            if "".join(char for char in last if char.isprintable()) not in text_lines[line - 1]:
                 wrong.append(f"line {line} does not hold key {last!r}: {problem[:300]}")
         elif isinstance(value, str) and value and "\n" not in value:
             stats["line holds the item"] += 1
