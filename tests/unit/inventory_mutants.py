@@ -192,6 +192,13 @@ class _Generator:
         data = text if isinstance(text, bytes) else text.encode("utf-8")
         return _Candidate(Mutant(kind, self.base, label, data, expect, lines), None)
 
+    def set_value(self, kind: str, path: DocPath, value: Any, label: str | None = None) -> _Candidate:
+        """The document with ``value`` at ``path`` (mappings made along it); the problem is expected there."""
+        document = self.copy()
+        ensure_mapping(document, path[:-1])
+        put(document, path, value)
+        return self.structural(kind, label or f"{loc(path)}: {value!r}", document, path)
+
     def model_mappings(self) -> list[tuple[DocPath, type[BaseModel]]]:
         found = []
         for path in [(), *self.paths]:
@@ -345,10 +352,7 @@ class _Generator:
                 targets.append((("training", "thresholds", gpu_type, name), name))
         for path, rule in targets:
             for bad in self.OUT_OF_RANGE[rule]:
-                document = self.copy()
-                ensure_mapping(document, path[:-1])
-                put(document, path, bad)
-                yield self.structural("out_of_range", f"{loc(path)}: {bad}", document, path)
+                yield self.set_value("out_of_range", path, bad, f"{loc(path)}: {bad}")
 
     def hostlist_fields(self) -> list[tuple[DocPath, str]]:
         fields: list[tuple[DocPath, str]] = []
@@ -519,10 +523,7 @@ class _Generator:
         references += [("node_groups", index, "host") for index, group in enumerate(self.groups()) if "host" in group]
         for path in references:
             for ghost in self.rng.sample(ghosts, 3):
-                document = self.copy()
-                ensure_mapping(document, path[:-1])
-                put(document, path, ghost)
-                yield self.structural("undefined_host", f"{loc(path)}: {ghost!r}", document, path)
+                yield self.set_value("undefined_host", path, ghost)
         document = self.copy()
         document["controllers"]["backup"] = "ghost"
         yield self.structural("undefined_host", "backup controller ghost", document, ("controllers", "backup"))
@@ -575,10 +576,7 @@ class _Generator:
             (("slurm", "build", "tarball_sha256"), "ABC123"),
         ]
         for path, value in cases:
-            document = self.copy()
-            ensure_mapping(document, path[:-1])
-            put(document, path, value)
-            yield self.structural("config_injection", f"{loc(path)}: {value!r}", document, path)
+            yield self.set_value("config_injection", path, value)
 
     def cross_field(self) -> Iterator[_Candidate]:
         for index, group in enumerate(self.groups()):
@@ -835,10 +833,7 @@ class _Generator:
             yield self.structural("key_newline", f"{loc(path + (key,))} + newline", document, path + (f"{key}\n",))
         for path in [("slurm", "conf", "KillWait\n"), ("cgroup", "overrides", "ConstrainCores\n"),
                      ("nccl", "env", "NCCL_DEBUG\n"), ("partitions", 0, "options", "MaxTime\n")]:
-            document = self.copy()
-            ensure_mapping(document, path[:-1])
-            put(document, path, "1")
-            yield self.structural("key_newline", f"{loc(path)}", document, path)
+            yield self.set_value("key_newline", path, "1", loc(path))
 
     def bad_paths(self) -> Iterator[_Candidate]:
         owned = [("slurm", "paths", name) for name in ("conf_dir", "state_dir", "spool_dir", "log_dir", "run_dir")]
@@ -846,15 +841,9 @@ class _Generator:
         values = ["../../etc", "state", "/", "/etc", "/var/log/", "//usr", "/tmp", "/home", "/var/lib/x/../../..", "/srv/./x"]
         for path in owned:
             for value in self.rng.sample(values, 4):
-                document = self.copy()
-                ensure_mapping(document, path[:-1])
-                put(document, path, value)
-                yield self.structural("bad_paths", f"{loc(path)}: {value!r}", document, path)
+                yield self.set_value("bad_paths", path, value)
         for path, value in [(("ssh", "private_key"), "keys/id"), (("training", "python"), "python3"), (("secrets", "dir"), "~")]:
-            document = self.copy()
-            ensure_mapping(document, path[:-1])
-            put(document, path, value)
-            yield self.structural("bad_paths", f"{loc(path)}: {value!r}", document, path)
+            yield self.set_value("bad_paths", path, value)
 
     def template_expression(self) -> Iterator[_Candidate]:
         expressions = ['{{ lookup("pipe", "id") }}', "{{x}}", "{% if 1 %}x{% endif %}", "a{#b#}", "/p/{{ y }}"]
@@ -864,10 +853,7 @@ class _Generator:
             put(document, path, value + self.rng.choice(expressions))
             yield self.structural("template_expression", f"{loc(path)} + a template", document, path)
         for path in [("slurm", "conf", "{{ k }}"), ("nccl", "env", "NCCL_{% x %}")]:
-            document = self.copy()
-            ensure_mapping(document, path[:-1])
-            put(document, path, "1")
-            yield self.structural("template_expression", f"key {loc(path)}", document, path)
+            yield self.set_value("template_expression", path, "1", f"key {loc(path)}")
 
     def truncated(self) -> Iterator[_Candidate]:
         data = self.text.encode("utf-8")

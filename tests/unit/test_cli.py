@@ -38,6 +38,13 @@ def write(tmp_path: Path, text: str, name: str = "inventory.yaml") -> Path:
     return path
 
 
+def refused(runner: CliRunner, path: Path) -> list[str]:
+    """The lines `validate` prints for an inventory it refuses (exit 2, nothing on stdout)."""
+    result = runner.invoke(main, ["validate", str(path)])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    return result.stderr.splitlines()
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -87,9 +94,7 @@ def test_validate_invalid_inventory_lists_every_problem_and_exits_2(runner, tmp_
 def test_validate_prints_the_first_problems_and_counts_the_rest(runner, tmp_path):
     text = BASE + "".join(f"extra{number:02}: 1\n" for number in range(MAX_PROBLEMS_SHOWN + 7))
     path = write(tmp_path, text)
-    result = runner.invoke(main, ["validate", str(path)])
-    assert result.exit_code == 2
-    lines = result.stderr.splitlines()
+    lines = refused(runner, path)
     assert len(lines) == MAX_PROBLEMS_SHOWN + 2
     assert lines[0].startswith(f"{path}:{line_of(text, 'extra00:')}: extra00: unknown field")
     assert lines[-2:] == ["... and 7 more problems", f"{path}: {MAX_PROBLEMS_SHOWN + 7} problems; nothing was changed."]
@@ -100,9 +105,7 @@ def test_validate_refuses_a_merge_key_bomb_with_one_line(runner, tmp_path):
         f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n" for level in range(1, 7)
     )
     path = write(tmp_path, text)
-    result = runner.invoke(main, ["validate", str(path)])
-    assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
+    assert refused(runner, path) == [
         f"{path}:{line_of(text, 'x5: &x5')}: (yaml): aliases (*name) or merge keys (<<) repeat more than 100,000 values",
         f"{path}: 1 problem; nothing was changed.",
     ]
@@ -111,9 +114,7 @@ def test_validate_refuses_a_merge_key_bomb_with_one_line(runner, tmp_path):
 def test_validate_one_problem_is_singular(runner, tmp_path):
     text = edit(BASE, "nodes: [gpu, dev]", "nodes: [gpu]")
     path = write(tmp_path, text)
-    result = runner.invoke(main, ["validate", str(path)])
-    assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
+    assert refused(runner, path) == [
         f"{path}:{line_of(text, 'partitions:')}: partitions: nodes in no partition: dev[1-2]",
         f"{path}: 1 problem; nothing was changed.",
     ]
