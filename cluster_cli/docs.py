@@ -271,7 +271,7 @@ def _section(cls: type[BaseModel], paths: list[str], top: bool) -> list[str]:
 # the whole-file limits of cluster_cli/loader.py and the message cap of cluster_cli/errors.py
 REFUSED = [
     "- A file over 10 MiB, text that is not UTF-8, YAML nested more than 64 levels deep, and a key",
-    "  written twice in one mapping.",
+    "  written twice in one mapping (a key written beside a merge key `<<` overrides the merged one).",
     "- Aliases (`*name`) and merge keys (`<<`) that repeat more than 100,000 values in all: a few",
     "  hundred bytes of nested `<<: [*a, *a, ...]` would otherwise expand to gigabytes. The problem",
     "  names the line where the limit is passed.",

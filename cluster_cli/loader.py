@@ -166,14 +166,15 @@ def _compose_and_construct(text: str, file: str) -> tuple[Any, yaml.Node | None]
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if root is not None:
         _check_expansion(root, file)
+        _check_duplicates(root, file)
     # the data is built from the composed nodes, not from a second parse of the text
     data = yaml.constructor.SafeConstructor().construct_document(root) if root is not None else None
     return data, root
 
 
-def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
-    """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
-    data, root = _parse(text, file)
+def _check_duplicates(root: yaml.Node, file: str) -> None:
+    """Before the mappings are built: building one puts the keys of its merge keys (<<) beside its
+    own, and a key written there is meant to override the merged one, not to be lost."""
     duplicates = _duplicate_keys(root)
     if duplicates:
         raise InventoryError(
@@ -182,6 +183,11 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
                 for path, line, key in duplicates
             ]
         )
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
+    data, root = _parse(text, file)
     return data, SourceMap(root)
 
 

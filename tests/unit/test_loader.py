@@ -174,6 +174,21 @@ def test_yaml_merge_keys_and_anchors_work():
     assert problems(text) == []
 
 
+def test_a_key_written_beside_a_merge_key_overrides_the_merged_one():
+    text = edit(
+        BASE,
+        "  - name: dev\n    nodes: dev[1-2]\n",
+        "  - name: dev\n    <<: {cores_per_socket: 4, threads_per_core: 2}\n    nodes: dev[1-2]\n",
+    )
+    group = load_cluster_text(text, FILE).inventory.node_groups[1]
+    assert (group.cores_per_socket, group.threads_per_core) == (2, 2)
+
+
+def test_two_merge_keys_in_one_mapping_are_a_duplicate():
+    text = BASE + "x: &x {a: 1}\ny:\n  <<: *x\n  <<: *x  # again\n"
+    assert problem(text, "# again", "y.<<", "duplicate key '<<' (the first would be lost)") in problems(text)
+
+
 # -- schema errors ---------------------------------------------------------------------------------
 
 
