@@ -97,7 +97,8 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
             written_at[id(node)] = parent
             stack.append((node, parent, True))
             # in document order: the first reference to a node is the one written out
-            stack.extend((child, (id(node), index), False) for index, child in reversed(list(enumerate(children))))
+            pending = [(child, (id(node), index), False) for index, child in enumerate(children)]
+            stack.extend(reversed(pending))
             continue
         sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
         for index, child in enumerate(children):
@@ -233,8 +234,8 @@ def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InventoryError([Problem(file, 1, "(top level)", f"an inventory is a mapping of fields, not {kind}")])
     problems = [
-        Problem(file, source.line_of(location), format_location(location), _TEMPLATE_MESSAGE.format(_shorten(text)))
-        for location, text in _template_strings(data)
+        Problem(file, source.line_of(where), format_location(where), _TEMPLATE_MESSAGE.format(_shorten(text)))
+        for where, text in _template_strings(data)
     ]
     try:
         inventory = Inventory.model_validate(data)
@@ -249,7 +250,9 @@ def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
 
 
 TEMPLATE_MARKERS = ("{{", "{%", "{#")
-_TEMPLATE_MESSAGE = "{} holds '{{{{', '{{%' or '{{#': Ansible would evaluate it as a template, on the control node"
+_TEMPLATE_MESSAGE = (
+    "{} holds '{{{{', '{{%' or '{{#': Ansible would evaluate it as a template, on the control node"
+)
 
 
 def _template_strings(data: Any) -> list[tuple[Location, str]]:

@@ -8,9 +8,15 @@ import tracemalloc
 import pytest
 from unit_helpers import BASE, FILE, edit, line_of, problem, problems
 
-from cluster_cli.errors import InventoryError, Problem, format_location
 from cluster_cli import loader
-from cluster_cli.loader import MAX_ALIAS_EXPANSION, MAX_INVENTORY_BYTES, MAX_NESTING, load_cluster, load_cluster_text
+from cluster_cli.errors import InventoryError, Problem, format_location
+from cluster_cli.loader import (
+    MAX_ALIAS_EXPANSION,
+    MAX_INVENTORY_BYTES,
+    MAX_NESTING,
+    load_cluster,
+    load_cluster_text,
+)
 from cluster_cli.model import GpuThreshold, Inventory, NodeGroup
 
 # "known fields" in unknown-key messages lists the model's fields, whatever they are today

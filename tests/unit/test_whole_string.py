@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
+import jinja2
 import pytest
 import yaml
-import jinja2
 from ansible.plugins.test.core import match as ansible_match
 from ansible.plugins.test.core import regex as ansible_regex
 from pydantic import Field, TypeAdapter, ValidationError
