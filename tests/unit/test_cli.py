@@ -251,6 +251,20 @@ def test_render_replaces_a_directory_an_earlier_render_made(runner, tmp_path):
     assert (out / ".cluster-cli-build").is_file()
 
 
+def test_render_refuses_a_munge_key_that_is_a_symbolic_link(runner, tmp_path):
+    secrets = tmp_path / "state" / "cluster-cli" / "local" / "secrets"
+    secrets.mkdir(parents=True, mode=0o700)
+    (tmp_path / "planted").write_bytes(b"k" * 1024)
+    (secrets / "munge.key").symlink_to(tmp_path / "planted")
+    out = tmp_path / "build"
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {secrets / 'munge.key'}: not a regular file (a symbolic link or something else); not using it\n"
+    )
+    assert not out.exists()
+
+
 def test_render_unwritable_output_exits_1(runner, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
