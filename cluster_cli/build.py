@@ -9,9 +9,9 @@ import yaml
 
 from cluster_cli.ansible.variables import cluster_variables, secret_variables
 from cluster_cli.cluster import Cluster
-from cluster_cli.errors import ClusterCliError
+from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.paths import default_secrets_dir
-from cluster_cli.render import RenderedFile, render_configs, write_files
+from cluster_cli.render import NotABuildDirectory, RenderedFile, check_replaceable, render_configs, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.slurmdbd_conf import InvalidSecret
 from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets
@@ -25,16 +25,18 @@ class Bundle:
 
 
 def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
-    """The inventory's secrets.dir (relative to the inventory file), or the default."""
+    """The inventory's secrets.dir (absolute or ``~/...``, the model sees to it), or the default."""
     configured = cluster.inventory.secrets.dir
-    if configured is None:
-        return default_secrets_dir(cluster.name)
-    path = Path(configured).expanduser()
-    return path if path.is_absolute() else (inventory_path.parent / path).resolve()
+    return default_secrets_dir(cluster.name) if configured is None else Path(configured).expanduser()
 
 
 def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle:
-    """Generate missing secrets, render every file and write them into ``directory``."""
+    """Generate missing secrets, render every file and write them into ``directory``, which must
+    be new, empty or an earlier build (RefusedError otherwise, before any secret is made)."""
+    try:
+        check_replaceable(directory)
+    except NotABuildDirectory as error:
+        raise RefusedError(str(error)) from None
     secrets = ensure_secrets(secrets_dir)
     try:
         files = render_configs(cluster, secrets.db_password() if cluster.inventory.accounting.enabled else None)
@@ -48,6 +50,8 @@ def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle
     )
     try:
         write_files(directory, files)
+    except NotABuildDirectory as error:
+        raise RefusedError(str(error)) from None
     except OSError as error:
         raise ClusterCliError(f"cannot write {directory}: {error.strerror}") from None
     return Bundle(directory, files, secrets)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -23,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from cluster_cli import model
-from cluster_cli.model import Inventory, models_in
+from cluster_cli.model import SYSTEM_DIRS, Inventory, models_in
 
 DEFAULT_OUTPUT = Path("docs") / "inventory.md"
 
@@ -267,6 +268,29 @@ def _section(cls: type[BaseModel], paths: list[str], top: bool) -> list[str]:
     return lines + [""]
 
 
+# the whole-file limits of cluster_cli/loader.py and the message cap of cluster_cli/errors.py
+REFUSED = [
+    "- A file over 10 MiB, text that is not UTF-8, YAML nested more than 64 levels deep, and a key",
+    "  written twice in one mapping (a key written beside a merge key `<<` overrides the merged one).",
+    "- Aliases (`*name`) and merge keys (`<<`) that repeat more than 100,000 values in all: a few",
+    "  hundred bytes of nested `<<: [*a, *a, ...]` would otherwise expand to gigabytes. The problem",
+    "  names the line where the limit is passed.",
+    "- Names, keys and patterns are matched as whole strings: `\"KillWait\\n\": 30` is not a key.",
+    "- Paths are absolute, without `.` or `..` parts; `ssh.private_key` and `secrets.dir` on the",
+    "  control node may also start with `~/`. The directories the deploy creates and chowns, or",
+    "  `teardown --purge` deletes (`slurm.paths.*`, `training.venv_path`, `training.work_dir`), and",
+    "  `secrets.dir` may not be a system directory (a directory below one is fine):",
+    *textwrap.wrap(
+        ", ".join(f"`{path}`" for path in sorted(SYSTEM_DIRS)) + ".",
+        width=98, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False,
+    ),
+    "- `{{`, `{%` or `{#` in any key or value: Ansible templates the values it is given, and",
+    "  `{{ lookup('pipe', 'id') }}` in a path would run a command on the control node.",
+    "",
+    "`validate` prints the first 50 problems, then how many more there are.",
+]
+
+
 def generate() -> str:
     """The whole reference as Markdown."""
     lines = [
@@ -278,6 +302,10 @@ def generate() -> str:
         "listed is an error (with a did-you-mean hint), never silently ignored. `cluster-cli validate FILE`",
         "checks a file and reports every problem as `file:line: field: message`; `cluster-cli schema`",
         "prints the same model as JSON Schema for editors.",
+        "",
+        "## What is refused before anything else",
+        "",
+        *REFUSED,
         "",
         "## Example",
         "",

@@ -67,14 +67,22 @@ class RefusedError(ClusterCliError):
     exit_code = ExitCode.INVALID
 
 
+MAX_PROBLEMS_SHOWN = 50
+
+
 class InventoryError(ClusterCliError):
-    """An inventory that cannot be used; carries every problem found, in file order."""
+    """An inventory that cannot be used; carries every problem found, in file order, and shows
+    the first MAX_PROBLEMS_SHOWN of them."""
 
     exit_code = ExitCode.INVALID
 
     def __init__(self, problems: list[Problem]):
         self.problems = sorted(problems, key=lambda problem: (problem.file, problem.line, problem.field))
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+        shown = [str(problem) for problem in self.problems[:MAX_PROBLEMS_SHOWN]]
+        hidden = len(self.problems) - len(shown)
+        if hidden:
+            shown.append(f"... and {hidden} more problem{'s' if hidden != 1 else ''}")
+        super().__init__("\n".join(shown))
 
     def report(self) -> str:
         count = len(self.problems)

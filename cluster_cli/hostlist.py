@@ -50,7 +50,7 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 def _expand_bracket(body: str, expression: str) -> list[str]:
     values: list[str] = []
     for item in body.split(","):
-        match = _RANGE.match(item.strip())
+        match = _RANGE.fullmatch(item.strip())
         if not match:
             raise HostlistError(f"bad range {item!r} in {expression!r}")
         low_text, high_text = match.group(1), match.group(2)
@@ -133,7 +133,7 @@ def compress(names: Iterable[str]) -> str:
     numbered: dict[tuple[str, str], list[str]] = defaultdict(list)
     plain: set[str] = set()
     for name in names:
-        match = _LAST_NUMBER.match(name)
+        match = _LAST_NUMBER.fullmatch(name)
         if match is None:
             plain.add(name)
         else:

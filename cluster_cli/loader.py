@@ -73,6 +73,57 @@ def _check_nesting(text: str, file: str) -> None:
         return
 
 
+MAX_ALIAS_EXPANSION = 100_000
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse aliases (*name) and merge keys (<<) that repeat more than MAX_ALIAS_EXPANSION values:
+    a 600-byte document of nested ``<<: [*a, *a, ...]`` otherwise expands to gigabytes.
+
+    Depth first, each node once: the first reference to a node is where it is written, every
+    later one (an alias) repeats all of it, aliases inside included.
+    """
+    sizes: dict[int, int] = {}  # a node's size with every alias in it expanded
+    written_at: dict[int, tuple[int, int]] = {}  # node -> (its parent, its index there)
+    stack: list[tuple[yaml.Node, tuple[int, int], bool]] = [(root, (0, 0), False)]
+    repeated = 0
+    while stack:
+        node, parent, children_done = stack.pop()
+        children = _children(node)
+        if not children_done:
+            if id(node) in sizes:
+                continue  # reached through a sibling first: this reference is a repeat
+            sizes[id(node)] = 1  # until its children are done: a cycle (&a [*a]) repeats nothing
+            written_at[id(node)] = parent
+            stack.append((node, parent, True))
+            # in document order: the first reference to a node is the one written out
+            pending = [(child, (id(node), index), False) for index, child in enumerate(children)]
+            stack.extend(reversed(pending))
+            continue
+        sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+        for index, child in enumerate(children):
+            if written_at[id(child)] != (id(node), index):
+                repeated += sizes[id(child)]
+                if repeated > MAX_ALIAS_EXPANSION:
+                    message = f"aliases (*name) or merge keys (<<) repeat more than {MAX_ALIAS_EXPANSION:,} values"
+                    raise InventoryError([Problem(file, _alias_line(node, index), "(yaml)", message)])
+
+
+def _alias_line(parent: yaml.Node, index: int) -> int:
+    """The line of a parent's child ``index``, an alias: the line of its key in a mapping."""
+    if isinstance(parent, yaml.MappingNode):
+        return parent.value[index // 2][0].start_mark.line + 1
+    return parent.start_mark.line + 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _model_at(location: Location) -> type[BaseModel] | None:
     model: Any = Inventory
     for part in location:
@@ -114,14 +165,17 @@ def _message(error: Mapping[str, Any]) -> str:
 def _compose_and_construct(text: str, file: str) -> tuple[Any, yaml.Node | None]:
     _check_nesting(text, file)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        _check_expansion(root, file)
+        _check_duplicates(root, file)
     # the data is built from the composed nodes, not from a second parse of the text
     data = yaml.constructor.SafeConstructor().construct_document(root) if root is not None else None
     return data, root
 
 
-def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
-    """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
-    data, root = _parse(text, file)
+def _check_duplicates(root: yaml.Node, file: str) -> None:
+    """Before the mappings are built: building one puts the keys of its merge keys (<<) beside its
+    own, and a key written there is meant to override the merged one, not to be lost."""
     duplicates = _duplicate_keys(root)
     if duplicates:
         raise InventoryError(
@@ -130,6 +184,11 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
                 for path, line, key in duplicates
             ]
         )
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    """Parse YAML text; raise InventoryError on syntax errors and duplicate keys."""
+    data, root = _parse(text, file)
     return data, SourceMap(root)
 
 
@@ -174,14 +233,51 @@ def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InventoryError([Problem(file, 1, "(top level)", f"an inventory is a mapping of fields, not {kind}")])
+    problems = [
+        Problem(file, source.line_of(where), format_location(where), _TEMPLATE_MESSAGE.format(_shorten(text)))
+        for where, text in _template_strings(data)
+    ]
     try:
-        return Inventory.model_validate(data)
+        inventory = Inventory.model_validate(data)
     except ValidationError as error:
-        problems = [
+        problems += [
             Problem(file, source.line_of(item["loc"]), format_location(tuple(item["loc"])), _message(item))
             for item in error.errors()
         ]
-        raise InventoryError(problems) from None
+    if problems:
+        raise InventoryError(problems)
+    return inventory
+
+
+TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_TEMPLATE_MESSAGE = (
+    "{} holds '{{{{', '{{%' or '{{#': Ansible would evaluate it as a template, on the control node"
+)
+
+
+def _template_strings(data: Any) -> list[tuple[Location, str]]:
+    """Every key and string value that would start a Jinja expression where Ansible templates it
+    (``{{ lookup('pipe', 'id') }}`` runs a command), with its location; each node once."""
+    found: list[tuple[Location, str]] = []
+    seen: set[int] = set()
+    stack: list[tuple[Location, Any]] = [((), data)]
+    while stack:
+        location, value = stack.pop()
+        if isinstance(value, str):
+            if any(marker in value for marker in TEMPLATE_MARKERS):
+                found.append((location, value))
+        elif isinstance(value, (dict, list)) and id(value) not in seen:
+            seen.add(id(value))
+            items = list(value.items() if isinstance(value, dict) else enumerate(value))
+            for key, item in reversed(items):  # popped in document order: an alias's first place
+                if isinstance(key, str) and any(marker in key for marker in TEMPLATE_MARKERS):
+                    found.append((location + (key,), key))
+                stack.append((location + (key,), item))
+    return found
+
+
+def _shorten(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:45] + "..." + text[-10:])
 
 
 def read_inventory_text(path: Path) -> str:

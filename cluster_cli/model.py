@@ -29,7 +29,7 @@ NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 APT_SUITE_PATTERN = r"^[A-Za-z0-9._~+/-]+$"
 APT_COMPONENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$"
-SLURM_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+SLURM_KEY_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9]*")  # used with fullmatch
 MAX_NAME_LENGTH = 63  # a host name label, as `hostname -s` prints it
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
@@ -72,6 +72,62 @@ def _check_config_text(value: str) -> str:
 ConfigText = Annotated[str, AfterValidator(_check_config_text)]
 
 
+# Directories the deploy creates and chowns on the hosts (or teardown --purge deletes), and the
+# secrets directory it makes 0700 on the control node, may not be one of these: a chown or a
+# purge there would break the machine. Their subdirectories are fine (/var/lib/slurm).
+SYSTEM_DIRS = frozenset(
+    {
+        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt",
+        "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin",
+        "/usr/include", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/local/bin",
+        "/usr/local/lib", "/usr/local/sbin", "/usr/sbin", "/usr/share", "/usr/src", "/var",
+        "/var/backups", "/var/cache", "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail",
+        "/var/opt", "/var/run", "/var/spool", "/var/tmp", "/etc/systemd", "/etc/default", "/run/user",
+        "/var/lib/mysql", "/etc/ssh", "/etc/munge", "/var/lib/munge",
+    }
+)
+
+
+def _check_absolute_path(value: str) -> str:
+    """An absolute path, one word, without '.' or '..' parts (``/var/lib/../../etc``)."""
+    _check_word(value)
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    if {".", ".."} & set(value.split("/")):
+        raise ValueError(f"{value!r}: a path cannot hold '.' or '..' parts")
+    return value
+
+
+def _check_owned_dir(value: str) -> str:
+    """A directory of the cluster's own, where the deploy may chown and a purge may delete."""
+    _check_config_text(value)
+    _check_absolute_path(value)
+    if ("/" + "/".join(part for part in value.split("/") if part)) in SYSTEM_DIRS:
+        raise ValueError(
+            f"{value!r} is a system directory: the deploy would take it over (chown) and teardown "
+            "--purge would delete it; use a directory of its own below it"
+        )
+    return value
+
+
+def _check_control_dir(value: str) -> str:
+    """A directory on the control node: absolute, or below the home directory (``~/...``)."""
+    below_home = value.startswith("~/") and value.strip("~/")
+    _check_owned_dir(value[1:] if below_home else value)  # "~/x" is checked as "/x"
+    return value
+
+
+def _check_control_file(value: str) -> str:
+    _check_absolute_path(value[1:] if value.startswith("~/") else value)
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
+OwnedDir = Annotated[str, AfterValidator(_check_owned_dir)]
+ControlDir = Annotated[str, AfterValidator(_check_control_dir)]
+ControlFile = Annotated[str, AfterValidator(_check_control_file)]
+
+
 def _check_address(value: str) -> str:
     _check_config_text(value)
     if any(char in value for char in ",()[]="):
@@ -94,7 +150,7 @@ HostlistExpression = Annotated[str, Field(min_length=1), AfterValidator(_check_h
 
 
 def _check_override_key(key: str) -> str:
-    if not SLURM_KEY_PATTERN.match(key):
+    if not SLURM_KEY_PATTERN.fullmatch(key):
         raise ValueError(f"{key!r} is not a configuration key (letters and digits, e.g. KillWait)")
     return key
 
@@ -119,7 +175,9 @@ class SshSettings(StrictModel):
 
     user: str = Field("root", description="SSH login user (needs root or passwordless sudo).")
     port: Port = Field(22, description="SSH port.")
-    private_key: str | None = Field(None, description="Private key file on the control node.")
+    private_key: ControlFile | None = Field(
+        None, description="Private key file on the control node: an absolute path or `~/...`."
+    )
     common_args: str | None = Field(
         None, description="Extra ssh arguments, e.g. a ProxyCommand to reach hosts behind a jump host."
     )
@@ -134,7 +192,7 @@ class Host(StrictModel):
         "ssh", description="`local` runs Ansible on this machine without SSH."
     )
     ssh: SshSettings | None = Field(None, description="Overrides the top-level `ssh` settings.")
-    python: str = Field("/usr/bin/python3", description="Python interpreter Ansible uses on the host.")
+    python: AbsolutePath = Field("/usr/bin/python3", description="Python interpreter Ansible uses on the host.")
 
 
 class Controllers(StrictModel):
@@ -284,15 +342,15 @@ class Cgroup(StrictModel):
 class SlurmPaths(StrictModel):
     """Where Slurm keeps its files on every host."""
 
-    conf_dir: ConfigText = Field(
+    conf_dir: OwnedDir = Field(
         "/etc/slurm", description="slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf."
     )
-    state_dir: ConfigText = Field("/var/lib/slurm/slurmctld", description="StateSaveLocation of slurmctld.")
-    spool_dir: ConfigText = Field(
+    state_dir: OwnedDir = Field("/var/lib/slurm/slurmctld", description="StateSaveLocation of slurmctld.")
+    spool_dir: OwnedDir = Field(
         "/var/lib/slurm/slurmd", description="SlurmdSpoolDir is `SPOOL_DIR/%n`, one per node."
     )
-    log_dir: ConfigText = Field("/var/log/slurm", description="slurmctld.log, slurmd-NODE.log, slurmdbd.log.")
-    run_dir: ConfigText = Field("/run/slurm", description="Pid files of the daemons.")
+    log_dir: OwnedDir = Field("/var/log/slurm", description="slurmctld.log, slurmd-NODE.log, slurmdbd.log.")
+    run_dir: OwnedDir = Field("/run/slurm", description="Pid files of the daemons.")
 
 
 class SlurmBuild(StrictModel):
@@ -353,7 +411,7 @@ class Munge(StrictModel):
 
 
 def _check_nccl_name(key: str) -> str:
-    if not re.match(r"^NCCL_[A-Z0-9_]+$", key):
+    if not re.fullmatch(r"NCCL_[A-Z0-9_]+", key):
         raise ValueError(f"{key!r} is not an NCCL variable (NCCL_...)")
     return key
 
@@ -560,7 +618,7 @@ class GpuThreshold(StrictModel):
 class Training(StrictModel):
     """The Python/PyTorch training environment and the smoke jobs."""
 
-    python: str = Field("/usr/bin/python3", description="Interpreter the virtual environment is made from.")
+    python: AbsolutePath = Field("/usr/bin/python3", description="Interpreter the virtual environment is made from.")
     torch_version: Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+]*$")] | None = Field(
         "2.13.0",
         description=(
@@ -568,7 +626,7 @@ class Training(StrictModel):
             "torch wheel), where the smoke suite's training checks skip."
         ),
     )
-    venv_path: str = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
+    venv_path: OwnedDir = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
     packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$")]] = Field(
         default_factory=lambda: ["numpy==2.4.6"],
         description="Exact pins (name==version) installed beside torch; torch.distributed needs numpy.",
@@ -580,7 +638,7 @@ class Training(StrictModel):
             "`[--no-index, --find-links=/mirror/wheels]`; they go on top of `package_mirror.pip`."
         ),
     )
-    work_dir: str = Field(
+    work_dir: OwnedDir = Field(
         "/srv/cluster-training",
         description=(
             "Directory for smoke job files, shared at the same path by every host; the deploy creates "
@@ -625,8 +683,12 @@ class Training(StrictModel):
 class Secrets(StrictModel):
     """Where generated secrets (munge key, database password) are kept on the control node."""
 
-    dir: str | None = Field(
-        None, description="Directory (0700); default `~/.local/state/cluster-cli/CLUSTER/secrets`."
+    dir: ControlDir | None = Field(
+        None,
+        description=(
+            "Directory (0700): an absolute path or `~/...`, not a system directory; default "
+            "`~/.local/state/cluster-cli/CLUSTER/secrets`."
+        ),
     )
 
 

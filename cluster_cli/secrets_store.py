@@ -10,9 +10,10 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-from cluster_cli.errors import ClusterCliError
+from cluster_cli.errors import ClusterCliError, RefusedError
 
 MUNGE_KEY_BYTES = 1024
 MUNGE_KEY_FILE = "munge.key"
@@ -43,6 +44,23 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+def _check_ours(path: Path, kind: str, is_kind: Callable[[int], bool]) -> None:
+    """Refuse a secret file or directory that is a symbolic link, not a ``kind``, or another
+    user's: its contents would reach every host."""
+    status = path.lstat()
+    if stat.S_ISLNK(status.st_mode) or not is_kind(status.st_mode):
+        raise RefusedError(f"{path}: not a {kind} (a symbolic link or something else); not using it")
+    if status.st_uid != os.getuid():
+        raise RefusedError(f"{path}: owned by uid {status.st_uid}, not by this user ({os.getuid()}); not using it")
+
+
+def _check_existing(directory: Path) -> None:
+    _check_ours(directory, "directory", stat.S_ISDIR)
+    for name in (MUNGE_KEY_FILE, DB_PASSWORD_FILE):
+        if os.path.lexists(directory / name):
+            _check_ours(directory / name, "regular file", stat.S_ISREG)
+
+
 def _check_private(path: Path) -> None:
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
@@ -51,8 +69,11 @@ def _check_private(path: Path) -> None:
 
 def ensure_secrets(directory: Path) -> ClusterSecrets:
     """Create missing secrets (never replacing existing ones) and return where they are."""
+    if directory.absolute() == Path.home().absolute():
+        raise RefusedError(f"{directory}: the home directory cannot be the secrets directory")
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_existing(directory)
         os.chmod(directory, 0o700)
         munge_key = directory / MUNGE_KEY_FILE
         if not munge_key.exists():

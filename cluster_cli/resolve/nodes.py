@@ -52,7 +52,7 @@ def _check_node_names(
     """Each name a valid host name, and in one group once; ``seen`` learns the group of each."""
     at = where + ("nodes",)
     for name in names:
-        if not _VALID_NAME.match(name):
+        if not _VALID_NAME.fullmatch(name):
             problems.add(at, f"node name '{_shown(name)}' is not a valid host name")
         elif len(name) > MAX_NAME_LENGTH:
             problems.add(at, f"node name '{_shown(name)}' is longer than {MAX_NAME_LENGTH} characters")

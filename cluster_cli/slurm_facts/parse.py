@@ -82,7 +82,7 @@ def _split_outside_brackets(expression: str) -> list[str]:
 def _bracket_choices(bracket: str) -> list[str]:
     choices = []
     for piece in bracket[1:-1].split(","):
-        span = _RANGE.match(piece)
+        span = _RANGE.fullmatch(piece)
         if span is None:
             choices.append(piece)
             continue

@@ -66,6 +66,10 @@ KINDS: dict[str, bool] = {
     "top_level_not_mapping": True,
     "not_utf8": True,
     "control_characters": True,
+    "merge_keys": True,
+    "key_newline": True,
+    "bad_paths": True,
+    "template_expression": True,
     "truncated": False,
     "line_edits": False,
     "random_value": False,
@@ -187,6 +191,13 @@ class _Generator:
     ) -> _Candidate:
         data = text if isinstance(text, bytes) else text.encode("utf-8")
         return _Candidate(Mutant(kind, self.base, label, data, expect, lines), None)
+
+    def set_value(self, kind: str, path: DocPath, value: Any, label: str | None = None) -> _Candidate:
+        """The document with ``value`` at ``path`` (mappings made along it); the problem is expected there."""
+        document = self.copy()
+        ensure_mapping(document, path[:-1])
+        put(document, path, value)
+        return self.structural(kind, label or f"{loc(path)}: {value!r}", document, path)
 
     def model_mappings(self) -> list[tuple[DocPath, type[BaseModel]]]:
         found = []
@@ -341,10 +352,7 @@ class _Generator:
                 targets.append((("training", "thresholds", gpu_type, name), name))
         for path, rule in targets:
             for bad in self.OUT_OF_RANGE[rule]:
-                document = self.copy()
-                ensure_mapping(document, path[:-1])
-                put(document, path, bad)
-                yield self.structural("out_of_range", f"{loc(path)}: {bad}", document, path)
+                yield self.set_value("out_of_range", path, bad, f"{loc(path)}: {bad}")
 
     def hostlist_fields(self) -> list[tuple[DocPath, str]]:
         fields: list[tuple[DocPath, str]] = []
@@ -515,10 +523,7 @@ class _Generator:
         references += [("node_groups", index, "host") for index, group in enumerate(self.groups()) if "host" in group]
         for path in references:
             for ghost in self.rng.sample(ghosts, 3):
-                document = self.copy()
-                ensure_mapping(document, path[:-1])
-                put(document, path, ghost)
-                yield self.structural("undefined_host", f"{loc(path)}: {ghost!r}", document, path)
+                yield self.set_value("undefined_host", path, ghost)
         document = self.copy()
         document["controllers"]["backup"] = "ghost"
         yield self.structural("undefined_host", "backup controller ghost", document, ("controllers", "backup"))
@@ -571,10 +576,7 @@ class _Generator:
             (("slurm", "build", "tarball_sha256"), "ABC123"),
         ]
         for path, value in cases:
-            document = self.copy()
-            ensure_mapping(document, path[:-1])
-            put(document, path, value)
-            yield self.structural("config_injection", f"{loc(path)}: {value!r}", document, path)
+            yield self.set_value("config_injection", path, value)
 
     def cross_field(self) -> Iterator[_Candidate]:
         for index, group in enumerate(self.groups()):
@@ -808,6 +810,50 @@ class _Generator:
                 text = self.text[:offset] + char + self.text[offset:]
                 line = self.text.count("\n", 0, offset) + 1
                 yield self.textual("control_characters", f"{char!r} at {offset}", text, "(yaml)", (line, line))
+
+    def merge_keys(self) -> Iterator[_Candidate]:
+        end = len(self.lines()) + 1  # the first appended line
+        for levels in (5, 6):
+            bomb = "x0: &x0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6, k6: 7, k7: 8}\n" + "".join(
+                f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n"
+                for level in range(1, levels + 1)
+            )
+            yield self.textual("merge_keys", f"a merge-key bomb of {levels} levels", self.text + bomb, "(yaml)", (end, end + levels))
+        yield self.textual("merge_keys", "a merge of a number", self.text + "<<: 3\n", "(yaml)", (end, end))
+        yield self.textual("merge_keys", "a merge of a list of numbers", self.text + "<<: [1, 2]\n", "(yaml)", (end, end))
+        for key in ("colour", "gpu_count", "Port"):
+            text = self.text + f"<<: {{{key}: red}}\n"
+            yield self.textual("merge_keys", f"a merge that brings in {key}", text, key, (end, end))
+
+    def key_newline(self) -> Iterator[_Candidate]:
+        for path, _ in self.rng.sample(self.model_mappings(), min(8, len(self.model_mappings()))):
+            key = self.rng.choice(list(get(self.document, path)))
+            document = self.copy()
+            put_renamed(document, path, key, f"{key}\n")
+            yield self.structural("key_newline", f"{loc(path + (key,))} + newline", document, path + (f"{key}\n",))
+        for path in [("slurm", "conf", "KillWait\n"), ("cgroup", "overrides", "ConstrainCores\n"),
+                     ("nccl", "env", "NCCL_DEBUG\n"), ("partitions", 0, "options", "MaxTime\n")]:
+            yield self.set_value("key_newline", path, "1", loc(path))
+
+    def bad_paths(self) -> Iterator[_Candidate]:
+        owned = [("slurm", "paths", name) for name in ("conf_dir", "state_dir", "spool_dir", "log_dir", "run_dir")]
+        owned += [("training", "venv_path"), ("training", "work_dir"), ("secrets", "dir")]
+        values = ["../../etc", "state", "/", "/etc", "/var/log/", "//usr", "/tmp", "/home", "/var/lib/x/../../..", "/srv/./x"]
+        for path in owned:
+            for value in self.rng.sample(values, 4):
+                yield self.set_value("bad_paths", path, value)
+        for path, value in [(("ssh", "private_key"), "keys/id"), (("training", "python"), "python3"), (("secrets", "dir"), "~")]:
+            yield self.set_value("bad_paths", path, value)
+
+    def template_expression(self) -> Iterator[_Candidate]:
+        expressions = ['{{ lookup("pipe", "id") }}', "{{x}}", "{% if 1 %}x{% endif %}", "a{#b#}", "/p/{{ y }}"]
+        strings = [(path, value) for path, value, _ in self.leaves() if isinstance(value, str)]
+        for path, value in self.rng.sample(strings, min(12, len(strings))):
+            document = self.copy()
+            put(document, path, value + self.rng.choice(expressions))
+            yield self.structural("template_expression", f"{loc(path)} + a template", document, path)
+        for path in [("slurm", "conf", "{{ k }}"), ("nccl", "env", "NCCL_{% x %}")]:
+            yield self.set_value("template_expression", path, "1", f"key {loc(path)}")
 
     def truncated(self) -> Iterator[_Candidate]:
         data = self.text.encode("utf-8")

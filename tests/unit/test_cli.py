@@ -16,7 +16,7 @@ from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of
 from cluster_cli import __version__
 from cluster_cli.ansible.runner import PlaybookResult
 from cluster_cli.cli import main
-from cluster_cli.errors import ClusterCliError, ExitCode, InventoryError
+from cluster_cli.errors import MAX_PROBLEMS_SHOWN, ClusterCliError, ExitCode, InventoryError
 from cluster_cli.model import Inventory
 from cluster_cli.progress import summary_line
 from devtools.deploy_summary import parse_summary_line
@@ -36,6 +36,13 @@ def write(tmp_path: Path, text: str, name: str = "inventory.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def refused(runner: CliRunner, path: Path) -> list[str]:
+    """The lines `validate` prints for an inventory it refuses (exit 2, nothing on stdout)."""
+    result = runner.invoke(main, ["validate", str(path)])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    return result.stderr.splitlines()
 
 
 def mode(path: Path) -> int:
@@ -84,12 +91,30 @@ def test_validate_invalid_inventory_lists_every_problem_and_exits_2(runner, tmp_
     ]
 
 
+def test_validate_prints_the_first_problems_and_counts_the_rest(runner, tmp_path):
+    text = BASE + "".join(f"extra{number:02}: 1\n" for number in range(MAX_PROBLEMS_SHOWN + 7))
+    path = write(tmp_path, text)
+    lines = refused(runner, path)
+    assert len(lines) == MAX_PROBLEMS_SHOWN + 2
+    assert lines[0].startswith(f"{path}:{line_of(text, 'extra00:')}: extra00: unknown field")
+    assert lines[-2:] == ["... and 7 more problems", f"{path}: {MAX_PROBLEMS_SHOWN + 7} problems; nothing was changed."]
+
+
+def test_validate_refuses_a_merge_key_bomb_with_one_line(runner, tmp_path):
+    text = BASE + "x0: &x0 {a: 1, b: 2, c: 3, d: 4}\n" + "".join(
+        f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n" for level in range(1, 7)
+    )
+    path = write(tmp_path, text)
+    assert refused(runner, path) == [
+        f"{path}:{line_of(text, 'x5: &x5')}: (yaml): aliases (*name) or merge keys (<<) repeat more than 100,000 values",
+        f"{path}: 1 problem; nothing was changed.",
+    ]
+
+
 def test_validate_one_problem_is_singular(runner, tmp_path):
     text = edit(BASE, "nodes: [gpu, dev]", "nodes: [gpu]")
     path = write(tmp_path, text)
-    result = runner.invoke(main, ["validate", str(path)])
-    assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
+    assert refused(runner, path) == [
         f"{path}:{line_of(text, 'partitions:')}: partitions: nodes in no partition: dev[1-2]",
         f"{path}: 1 problem; nothing was changed.",
     ]
@@ -177,6 +202,67 @@ def test_render_invalid_inventory_changes_nothing(runner, tmp_path):
     assert result.stderr.splitlines()[-1] == f"{path}: 1 problem; nothing was changed."
     assert not out.exists()
     assert not (tmp_path / "state").exists(), "no secrets are generated for an invalid inventory"
+
+
+def _foreign_directory(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "notes.txt").write_text("keep me\n")
+    return path
+
+
+def test_render_refuses_a_directory_it_did_not_make(runner, tmp_path):
+    out = _foreign_directory(tmp_path / "project")
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {out} is not empty and cluster-cli did not make it (no .cluster-cli-build in it); "
+        "its contents would be deleted: choose a new or empty directory\n"
+    )
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "state").exists(), "refused before any secret is generated"
+
+
+def test_render_refuses_the_home_directory_and_the_current_one(runner, tmp_path, monkeypatch):
+    home = _foreign_directory(tmp_path / "home")
+    monkeypatch.chdir(home)
+    for output in (str(home), "."):  # what `-o ~` and `-o .` reach cluster-cli as
+        result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", output])
+        assert result.exit_code == 2, result.output
+        assert (home / "notes.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("verb", ["plan", "deploy", "upgrade"])
+def test_build_dir_of_other_verbs_refuses_a_directory_it_did_not_make(runner, tmp_path, verb):
+    out = _foreign_directory(tmp_path / "project")
+    extra = ["--to", "26.05.5-1"] if verb == "upgrade" else []
+    result = runner.invoke(main, [verb, str(SHIPPED_INVENTORIES["local"]), "--build-dir", str(out), *extra])
+    assert result.exit_code == 2, result.output
+    assert "cluster-cli did not make it" in result.stderr
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
+
+
+def test_render_replaces_a_directory_an_earlier_render_made(runner, tmp_path):
+    out = tmp_path / "build"
+    inventory = str(SHIPPED_INVENTORIES["local"])
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    (out / "slurm" / "stale.conf").write_text("from an older render\n")
+    assert runner.invoke(main, ["render", inventory, "-o", str(out)]).exit_code == 0
+    assert not (out / "slurm" / "stale.conf").exists()
+    assert (out / ".cluster-cli-build").is_file()
+
+
+def test_render_refuses_a_munge_key_that_is_a_symbolic_link(runner, tmp_path):
+    secrets = tmp_path / "state" / "cluster-cli" / "local" / "secrets"
+    secrets.mkdir(parents=True, mode=0o700)
+    (tmp_path / "planted").write_bytes(b"k" * 1024)
+    (secrets / "munge.key").symlink_to(tmp_path / "planted")
+    out = tmp_path / "build"
+    result = runner.invoke(main, ["render", str(SHIPPED_INVENTORIES["local"]), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {secrets / 'munge.key'}: not a regular file (a symbolic link or something else); not using it\n"
+    )
+    assert not out.exists()
 
 
 def test_render_unwritable_output_exits_1(runner, tmp_path):

@@ -8,7 +8,9 @@ import sys
 import pytest
 from unit_helpers import REPO
 
-from cluster_cli.docs import EXAMPLE, generate, main, type_text, walk
+from cluster_cli import loader
+from cluster_cli.docs import EXAMPLE, REFUSED, generate, main, type_text, walk
+from cluster_cli.errors import MAX_PROBLEMS_SHOWN
 from cluster_cli.loader import load_cluster_text
 from cluster_cli.model import Gpus, Inventory, NodeGroup, Partition
 
@@ -19,6 +21,14 @@ def test_docs_inventory_md_is_in_step_with_the_model():
     assert DOC.read_text(encoding="utf-8") == generate(), (
         "docs/inventory.md is out of step with cluster_cli/model.py: run `python -m cluster_cli.docs` and commit it"
     )
+
+
+def test_the_refused_section_states_the_limits_the_code_applies():
+    text = " ".join(" ".join(REFUSED).split())
+    assert f"over {loader.MAX_INVENTORY_BYTES // 2**20} MiB" in text
+    assert f"nested more than {loader.MAX_NESTING} levels" in text
+    assert f"more than {loader.MAX_ALIAS_EXPANSION:,} values" in text
+    assert f"the first {MAX_PROBLEMS_SHOWN} problems" in text
 
 
 def sections(text: str) -> dict[str, str]:

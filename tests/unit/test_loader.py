@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import pytest
 from unit_helpers import BASE, FILE, edit, line_of, problem, problems
 
+from cluster_cli import loader
 from cluster_cli.errors import InventoryError, Problem, format_location
-from cluster_cli.loader import MAX_INVENTORY_BYTES, MAX_NESTING, load_cluster, load_cluster_text
+from cluster_cli.loader import (
+    MAX_ALIAS_EXPANSION,
+    MAX_INVENTORY_BYTES,
+    MAX_NESTING,
+    load_cluster,
+    load_cluster_text,
+)
 from cluster_cli.model import GpuThreshold, Inventory, NodeGroup
 
 # "known fields" in unknown-key messages lists the model's fields, whatever they are today
@@ -100,14 +108,62 @@ def test_nesting_up_to_the_limit_is_read():
     assert f"{FILE}:1: cluster_name: Input should be a valid string" in problems(text)
 
 
-def test_alias_bombs_are_read_in_linear_time():
+EXPANSION = f"aliases (*name) or merge keys (<<) repeat more than {MAX_ALIAS_EXPANSION:,} values"
+
+
+def test_alias_bombs_are_refused_in_linear_time():
     text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
     for level in range(1, 10):
         text += f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]\n"
     started = time.perf_counter()
     found = problems(text)
     assert time.perf_counter() - started < 5
-    assert found[0] == f"{FILE}:1: a0: unknown field; known fields: {TOP_FIELDS}"
+    # a4 repeats a3 (11,111 values) ten times, the first to pass 100,000 in all
+    assert found == [f"{FILE}:{line_of(text, 'a4: &a4')}: (yaml): {EXPANSION}"]
+
+
+def merge_key_bomb(levels: int) -> str:
+    """The issue's bomb: each level merges the one before nine times, 9**levels keys in all."""
+    text = BASE + "x0: &x0 {k0: 1, k1: 2, k2: 3, k3: 4, k4: 5, k5: 6, k6: 7, k7: 8}\n"
+    for level in range(1, levels + 1):
+        text += f"x{level}: &x{level} {{<<: [" + ", ".join([f"*x{level - 1}"] * 9) + "]}\n"
+    return text
+
+
+def test_a_merge_key_bomb_is_refused_at_once_with_one_problem():
+    # the issue's size; without the limit: about 20 s and 1.5 GB, and 2 million problems
+    text = merge_key_bomb(6)
+    assert len(text) - len(BASE) < 600
+    started = time.perf_counter()
+    found = problems(text)
+    assert time.perf_counter() - started < 2
+    assert found == [f"{FILE}:{line_of(text, 'x4: &x4')}: (yaml): {EXPANSION}"]
+
+
+def test_a_merge_key_bomb_is_refused_in_little_memory():
+    # five levels: without the limit this one alone allocates about 200 MB
+    text = merge_key_bomb(5)
+    tracemalloc.start()
+    try:
+        found = problems(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
+    assert found == [f"{FILE}:{line_of(text, 'x4: &x4')}: (yaml): {EXPANSION}"]
+
+
+def test_aliases_may_repeat_up_to_the_limit(monkeypatch):
+    # the limit counts repeated values only: a long inventory without aliases is never refused by it
+    monkeypatch.setattr(loader, "MAX_ALIAS_EXPANSION", 3)
+    text = edit(BASE, "login: [head]", "login: [head]\nx: &x [a, b]\ny: [*x]")
+    assert problems(text) == [
+        problem(text, "x: &x", "x", f"unknown field; known fields: {TOP_FIELDS}"),
+        problem(text, "y: [", "y", f"unknown field; known fields: {TOP_FIELDS}"),
+    ]
+    text = edit(BASE, "login: [head]", "login: [head]\nx: &x [a, b]\ny: [*x, *x]")
+    message = "aliases (*name) or merge keys (<<) repeat more than 3 values"
+    assert problems(text) == [problem(text, "y: [", "(yaml)", message)]
 
 
 def test_yaml_merge_keys_and_anchors_work():
@@ -122,6 +178,21 @@ def test_yaml_merge_keys_and_anchors_work():
         "    base_port: 17001\n",
     )
     assert problems(text) == []
+
+
+def test_a_key_written_beside_a_merge_key_overrides_the_merged_one():
+    text = edit(
+        BASE,
+        "  - name: dev\n    nodes: dev[1-2]\n",
+        "  - name: dev\n    <<: {cores_per_socket: 4, threads_per_core: 2}\n    nodes: dev[1-2]\n",
+    )
+    group = load_cluster_text(text, FILE).inventory.node_groups[1]
+    assert (group.cores_per_socket, group.threads_per_core) == (2, 2)
+
+
+def test_two_merge_keys_in_one_mapping_are_a_duplicate():
+    text = BASE + "x: &x {a: 1}\ny:\n  <<: *x\n  <<: *x  # again\n"
+    assert problem(text, "# again", "y.<<", "duplicate key '<<' (the first would be lost)") in problems(text)
 
 
 # -- schema errors ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cluster_cli import paths
-from cluster_cli.errors import ClusterCliError
+from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_BYTES, MUNGE_KEY_FILE, ensure_secrets
 
 
@@ -123,3 +123,57 @@ def test_state_paths_follow_xdg_state_home(monkeypatch, tmp_path):
         paths.default_secrets_dir("c1")
         == tmp_path / "home" / ".local" / "state" / "cluster-cli" / "c1" / "secrets"
     )
+
+
+# -- only our own files: a planted link or another user's file never becomes the cluster's key --------
+
+
+def test_a_munge_key_that_is_a_symbolic_link_is_refused(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"k" * 64)
+    os.chmod(target, 0o644)
+    directory = tmp_path / "secrets"
+    directory.mkdir(mode=0o700)
+    (directory / MUNGE_KEY_FILE).symlink_to(target)
+    with pytest.raises(RefusedError, match=f"{directory / MUNGE_KEY_FILE}: not a regular file"):
+        ensure_secrets(directory)
+    assert mode(target) == 0o644, "the link's target was not touched"
+    assert not (directory / DB_PASSWORD_FILE).exists(), "refused before anything was made"
+
+
+def test_a_password_that_is_not_a_regular_file_is_refused(tmp_path):
+    (tmp_path / DB_PASSWORD_FILE).mkdir()
+    with pytest.raises(RefusedError, match="not a regular file"):
+        ensure_secrets(tmp_path)
+
+
+def test_a_secrets_directory_that_is_a_symbolic_link_is_refused(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    (tmp_path / "secrets").symlink_to(real)
+    with pytest.raises(RefusedError, match="not a directory"):
+        ensure_secrets(tmp_path / "secrets")
+    assert list(real.iterdir()) == [] and mode(real) == 0o755
+
+
+def test_secrets_owned_by_another_user_are_refused(tmp_path, monkeypatch):
+    secrets = ensure_secrets(tmp_path / "s")
+    monkeypatch.setattr(os, "getuid", lambda: secrets.directory.stat().st_uid + 1)
+    with pytest.raises(RefusedError, match="not by this user"):
+        ensure_secrets(tmp_path / "s")
+
+
+def test_another_users_key_in_our_directory_is_refused(tmp_path):
+    if os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    secrets = ensure_secrets(tmp_path / "s")
+    os.chown(secrets.munge_key_path, 4242, 4242)
+    with pytest.raises(RefusedError, match=f"{secrets.munge_key_path}: owned by uid 4242"):
+        ensure_secrets(tmp_path / "s")
+
+
+def test_the_home_directory_is_not_a_secrets_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(RefusedError, match="the home directory cannot be the secrets directory"):
+        ensure_secrets(tmp_path)
+    assert list(tmp_path.iterdir()) == []
