@@ -2,12 +2,14 @@
 
 Run for real with ansible-playbook on localhost, the roles' own tasks and handlers, under the
 repository's ansible.cfg (force_handlers = True). The daemons' start and stop commands are the
-roles' private argv variables, pointed at `true` or `false`; the ports waited for are a socket
-this test listens on, or one nothing listens on. Files go to a temporary directory.
+roles' private argv variables, pointed at `true` or `false`, and the pid files name this test's
+own process (a daemon that stays up); the ports waited for are a socket this test listens on, or
+one nothing listens on. Files go to a temporary directory.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +72,7 @@ def _slurmctld_restart(tmp_path: Path, start: str, port: int) -> tuple[PlaybookR
     pending = tmp_path / "pending"
     pending.mkdir()
     (pending / "restart-slurmctld").touch()
+    (tmp_path / "slurmctld.pid").write_text(f"{os.getpid()}\n")  # "the daemon": alive throughout
     extra = {
         "__slurmctld_service_manager": "standalone",
         "__slurmctld_pending_dir": str(pending),
@@ -102,6 +105,8 @@ def _slurmd_restart(tmp_path: Path, start: str, port: int, batch: int) -> tuple[
     for directory in (pending, run_dir):
         directory.mkdir()
     (pending / "restart-slurmd").touch()
+    for name in ("t1", "t2"):
+        (run_dir / f"slurmd-{name}.pid").write_text(f"{os.getpid()}\n")  # alive throughout
     extra = {
         "__slurmd_service_manager": "standalone",
         "__slurmd_pending_dir": str(pending),
@@ -118,7 +123,7 @@ def _slurmd_restart(tmp_path: Path, start: str, port: int, batch: int) -> tuple[
 
 
 @pytest.mark.parametrize("batch", [0, 1])
-@pytest.mark.parametrize(("start", "failing_step"), [("false", "slurmd : Start t1"),
+@pytest.mark.parametrize(("start", "failing_step"), [("false", "Start the batch again: t1"),
                                                      ("true", "Wait until the slurmd ports listen")])
 def test_a_failed_slurmd_restart_stays_owed(tmp_path: Path, batch: int, start: str, failing_step: str) -> None:
     run, pending = _slurmd_restart(tmp_path, start, _closed_port(), batch)
