@@ -231,8 +231,15 @@ def test_render_refuses_the_home_directory_and_the_current_one(runner, tmp_path,
         assert (home / "notes.txt").read_text() == "keep me\n"
 
 
+def _no_host_reached(*args, **kwargs):
+    raise AssertionError("a host was probed or a playbook started: the refusal came too late")
+
+
 @pytest.mark.parametrize("verb", ["plan", "deploy", "upgrade"])
-def test_build_dir_of_other_verbs_refuses_a_directory_it_did_not_make(runner, tmp_path, verb):
+def test_build_dir_of_other_verbs_refuses_a_directory_it_did_not_make(runner, tmp_path, verb, monkeypatch):
+    # without the refusal these verbs would go on to the hosts: the shipped inventory is this machine
+    monkeypatch.setattr("cluster_cli.probe.probe_host", _no_host_reached)
+    monkeypatch.setattr("cluster_cli.ansible.runner.subprocess.Popen", _no_host_reached)
     out = _foreign_directory(tmp_path / "project")
     extra = ["--to", "26.05.5-1"] if verb == "upgrade" else []
     result = runner.invoke(main, [verb, str(SHIPPED_INVENTORIES["local"]), "--build-dir", str(out), *extra])
