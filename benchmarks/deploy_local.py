@@ -69,7 +69,7 @@ def main() -> None:
     os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="cluster-cli-bench-")
     inventory = str(INVENTORY)
     if options.cold:
-        cli("teardown", inventory, "--purge")
+        cli("teardown", inventory, "--purge", "--yes", "local")  # the shipped local inventory's name
         subprocess.run(["apt-get", "purge", "-y", "-qq", *PACKAGES], check=False, capture_output=True)
         subprocess.run(["apt-get", "autoremove", "-y", "-qq"], check=False, capture_output=True)
     figures = {

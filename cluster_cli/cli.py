@@ -21,6 +21,7 @@ from cluster_cli import nodes as node_steps
 from cluster_cli import upgrade as upgrade_steps
 from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure
 from cluster_cli.build import build_bundle, secrets_dir_for
+from cluster_cli.confirm import require_confirmation
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.cluster import Cluster
 from cluster_cli.loader import load_cluster
@@ -265,13 +266,27 @@ def deploy(
 
 @main.command()
 @inventory_argument
-@click.option("--purge", is_flag=True, help="Also delete Slurm state, spool, logs and the accounting database.")
+@click.option("--purge", is_flag=True, help="Also delete Slurm state, spool, logs and the accounting database "
+                                            "(dumped first); asks for the cluster's name.")
+@click.option("--yes", "yes_name", metavar="CLUSTER_NAME", help="Confirm --purge without asking: the cluster's name.")
+@click.option("--backup-dir", default=DEFAULT_BACKUP_DIR, show_default=True,
+              help="Directory on the database host for the dump --purge makes before dropping the database.")
 @click.option("--limit", help="Only these hosts (Ansible --limit pattern).")
 @click.option("-v", "--verbose", count=True)
-def teardown(inventory: Path, purge: bool, limit: str | None, verbose: int) -> None:
-    """Stop every daemon of a (test) cluster; --purge also deletes its state."""
+def teardown(inventory: Path, purge: bool, yes_name: str | None, backup_dir: str, limit: str | None,
+             verbose: int) -> None:
+    """Stop every daemon of a (test) cluster; --purge also deletes its state, after asking."""
+    extra_vars: dict[str, object] = {"teardown_purge": purge}
+    if purge:
+        cluster = load_cluster(inventory)
+        require_confirmation(cluster, yes_name, "delete its state and accounting database")
+        if cluster.inventory.accounting.enabled:
+            dump, _ = upgrade_steps.backup_files(cluster, backup_dir)
+            extra_vars["slurmdbd_teardown_dump_file"] = dump
+            click.echo(f"the accounting database is dumped to {dump} (0600) on {cluster.inventory.accounting.host} "
+                       "before it is dropped")
     options = PlaybookOptions(limit=limit, verbosity=max(verbose - 1, 0))
-    _run_playbook(inventory, "teardown.yml", "Teardown", None, options, verbose, {"teardown_purge": purge})
+    _run_playbook(inventory, "teardown.yml", "Teardown", None, options, verbose, extra_vars)
 
 
 @main.command()
@@ -309,9 +324,7 @@ def upgrade(
     backup_file, state_file = upgrade_steps.backup_files(cluster, backup_dir)
     run = upgrade_steps.UpgradeRun(target, batch, backup_file, state_file)
     _print_upgrade_plan(console, cluster, todo, run)
-    problem = upgrade_steps.confirm_problem(cluster, yes_name if yes_name is not None else _ask_cluster_name(cluster))
-    if problem:
-        raise upgrade_steps.UpgradeRefused(problem)
+    require_confirmation(cluster, yes_name, "upgrade it")
     _run_upgrade(console, prepared, run, verbose)
     after = upgrade_steps.hosts_to_upgrade(probe_cluster(cluster, {}), target)
     if after:
@@ -330,12 +343,6 @@ def _print_upgrade_plan(
     if cluster.inventory.accounting.enabled:
         console.print(f"the accounting database is dumped first to {run.backup_file} (0600) on "
                       f"{cluster.inventory.accounting.host}", markup=False, soft_wrap=True)
-
-
-def _ask_cluster_name(cluster: Cluster) -> str | None:
-    if not sys.stdin.isatty():
-        return None
-    return str(click.prompt(f"Type the cluster name ({cluster.name}) to upgrade it", default="", show_default=False))
 
 
 def _run_upgrade(

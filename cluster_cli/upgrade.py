@@ -132,15 +132,6 @@ def backup_files(cluster: Cluster, backup_dir: str, stamp: str | None = None) ->
             f"{base}/statesave-{cluster.name}-{when}.tar.gz")
 
 
-def confirm_problem(cluster: Cluster, typed: str | None) -> str | None:
-    """None when the operator typed the cluster's name (or gave it with --yes)."""
-    if typed is None:
-        return f"the upgrade needs confirmation: type the cluster name, or give --yes {cluster.name}"
-    if typed.strip() != cluster.name:
-        return f"'{typed.strip()}' is not this cluster's name ({cluster.name}): nothing was touched"
-    return None
-
-
 def failure_daemon(failure: TaskFailure) -> str | None:
     """The daemon a failed task of playbooks/upgrade.yml was about (its name says it)."""
     words = set(re.findall(r"[a-z]+", failure.task.lower()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,21 @@ def test_teardown_stops_every_daemon(deployed_cluster: DeployedCluster) -> None:
 def listening_unix(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX) as probe:
         return probe.connect_ex(str(path)) == 0
+
+
+def test_purge_asks_first_and_dumps_the_database_before_dropping_it(
+    deployed_cluster: DeployedCluster, tmp_path: Path
+) -> None:
+    inventory = str(deployed_cluster.inventory)
+    state_dir = Path("/var/lib/slurm/slurmctld")
+    refused = deployed_cluster.cli("teardown", inventory, "--purge", timeout=300)  # no terminal, no --yes
+    assert refused.returncode == 2 and "--yes local" in refused.stderr, refused.stdout[-2000:] + refused.stderr
+    assert "PLAY" not in refused.stdout and state_dir.is_dir(), "something was deleted before the refusal"
+    backups = tmp_path / "backups"
+    done = deployed_cluster.cli("teardown", inventory, "--purge", "--yes", "local", "--backup-dir", str(backups),
+                                timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    [dump] = list(backups.glob("slurm_acct_db-local-*.sql"))
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600 and dump.stat().st_uid == 0
+    assert "CREATE DATABASE" in dump.read_text() and str(dump) in done.stdout
+    assert not listening(3306), "MariaDB, which the role started for the purge, still runs"

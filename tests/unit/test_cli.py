@@ -432,3 +432,41 @@ def test_plan_names_each_host_it_cannot_probe_and_exits_1(runner: CliRunner, tmp
     unreachable = json.loads(result.stdout)["unreachable"]
     assert set(unreachable) == {"head", "gpu01", "gpu02", "gpu03", "gpu04"}
     assert all("refused" in reason.lower() or "port 1" in reason for reason in unreachable.values()), unreachable
+
+
+def _record_playbooks(monkeypatch) -> list[dict]:
+    runs: list[dict] = []
+
+    def run_playbook(inventory, playbook, title, build_dir, options, verbose, extra_vars=None):
+        runs.append({"playbook": playbook, **(extra_vars or {})})
+
+    monkeypatch.setattr("cluster_cli.cli._run_playbook", run_playbook)
+    return runs
+
+
+@pytest.mark.parametrize("answer", [[], ["--yes", "other"], ["--yes", ""]])
+def test_teardown_purge_without_the_cluster_name_is_refused_before_any_host(runner, monkeypatch, answer):
+    runs = _record_playbooks(monkeypatch)
+    result = runner.invoke(main, ["teardown", str(SHIPPED_INVENTORIES["local"]), "--purge", *answer])
+    assert result.exit_code == 2, result.output
+    assert "nothing was touched" in result.stderr and runs == []
+    if not answer:  # no terminal in the test: it says how a script confirms
+        assert "--yes local" in result.stderr
+
+
+def test_teardown_purge_with_the_cluster_name_dumps_the_database_first(runner, monkeypatch):
+    runs = _record_playbooks(monkeypatch)
+    result = runner.invoke(main, ["teardown", str(SHIPPED_INVENTORIES["local"]), "--purge", "--yes", "local",
+                                  "--backup-dir", "/srv/backups"])
+    assert result.exit_code == 0, result.output
+    [run] = runs
+    assert run["teardown_purge"] is True
+    assert run["slurmdbd_teardown_dump_file"].startswith("/srv/backups/slurm_acct_db-local-")
+    assert run["slurmdbd_teardown_dump_file"] in result.output
+
+
+def test_teardown_without_purge_asks_nothing(runner, monkeypatch):
+    runs = _record_playbooks(monkeypatch)
+    result = runner.invoke(main, ["teardown", str(SHIPPED_INVENTORIES["local"])])
+    assert result.exit_code == 0, result.output
+    assert runs == [{"playbook": "teardown.yml", "teardown_purge": False}]

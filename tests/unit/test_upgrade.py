@@ -19,10 +19,10 @@ from cluster_cli.cli import main
 from cluster_cli.errors import ExitCode
 from cluster_cli.loader import load_cluster
 from cluster_cli.probe import HostProbe
+from cluster_cli.confirm import confirm_problem
 from cluster_cli.upgrade import (
     UpgradeRefused,
     backup_files,
-    confirm_problem,
     failure_daemon,
     hosts_to_upgrade,
     preflight_problems,
@@ -96,9 +96,9 @@ def test_the_target_is_the_inventory_pin_and_a_different_to_is_refused(tmp_path:
 
 def test_the_confirmation_is_the_cluster_name(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path)
-    assert confirm_problem(cluster, cluster.name) is None
-    assert "not this cluster's name" in (confirm_problem(cluster, "other") or "")
-    assert f"--yes {cluster.name}" in (confirm_problem(cluster, None) or "")
+    assert confirm_problem(cluster, cluster.name, "upgrade it") is None
+    assert "not this cluster's name" in (confirm_problem(cluster, "other", "upgrade it") or "")
+    assert f"--yes {cluster.name}" in (confirm_problem(cluster, None, "upgrade it") or "")
 
 
 def test_the_backup_files_are_named_after_the_database_and_cluster(tmp_path: Path) -> None:
@@ -166,9 +166,7 @@ def test_slurmdbd_is_stopped_and_dumped_to_a_0600_file_before_its_package_change
     play = next(play for play in _plays() if play["hosts"] == "slurm_database" and "preflight" not in play.get("tags", []))
     names = _task_names(play["tasks"])
     order = ["Stop slurmdbd before the dump",
-             "Create the slurmdbd database dump file, 0600 before anything is written to it",
-             "Dump the slurmdbd accounting database (root over the unix socket, no password)",
-             "Check the slurmdbd database dump (not empty, still 0600 root)",
+             "Dump the accounting database into the backup file",
              "Upgrade the Slurm packages on the slurmdbd host",
              "Give slurmdbd's first start the database conversion timeout",
              "Start slurmdbd, which converts the database to the new release",
@@ -177,12 +175,27 @@ def test_slurmdbd_is_stopped_and_dumped_to_a_0600_file_before_its_package_change
              "Wait for slurmdbd to listen once the conversion is done"]
     assert [name for name in names if name in order] == order
     block = next(task for task in play["tasks"] if "block" in task)["block"]
-    touch = next(task for task in block if task["name"] == order[1])["ansible.builtin.file"]
-    assert (touch["state"], touch["mode"], touch["owner"]) == ("touch", "0600", "root")
-    dump = next(task for task in block if task["name"] == order[2])["ansible.builtin.command"]["argv"]
-    assert dump[0] == "mysqldump" and not any("pass" in str(arg).lower() for arg in dump)
+    include = next(task for task in block if task["name"] == order[1])
+    assert include["ansible.builtin.include_role"] == {"name": "slurmdbd", "tasks_from": "backup.yml"}
+    assert include["vars"] == {"__slurmdbd_dump_file": "{{ upgrade_backup_file }}"}
     wait = next(task for task in block if task["name"] == order[-1])["ansible.builtin.wait_for"]
     assert wait["timeout"] == "{{ upgrade_conversion_timeout_s }}"
+
+
+def test_the_database_dump_is_a_0600_root_file_before_anything_is_written_to_it() -> None:
+    """roles/slurmdbd/tasks/backup.yml: shared by the upgrade and teardown --purge."""
+    tasks = yaml.safe_load((REPO / "roles" / "slurmdbd" / "tasks" / "backup.yml").read_text())
+    names = [task["name"] for task in tasks]
+    order = ["Create the slurmdbd database dump file, 0600 before anything is written to it",
+             "Dump the slurmdbd accounting database (root over the unix socket, no password)",
+             "Check the slurmdbd database dump (not empty, still 0600 root)"]
+    assert [name for name in names if name in order] == order
+    touch = tasks[names.index(order[0])]["ansible.builtin.file"]
+    assert (touch["state"], touch["mode"], touch["owner"]) == ("touch", "0600", "root")
+    dump = tasks[names.index(order[1])]["ansible.builtin.command"]["argv"]
+    assert dump[0] == "mysqldump" and not any("pass" in str(arg).lower() for arg in dump)
+    directory = tasks[0]["ansible.builtin.file"]
+    assert (directory["state"], directory["mode"]) == ("directory", "0700")
 
 
 def _all_tasks(node: Any) -> list[dict[str, Any]]:
