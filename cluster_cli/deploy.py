@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from cluster_cli.ansible.runner import (
 from cluster_cli import nodes
 from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster
-from cluster_cli.deployed import load_record
+from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile
 from cluster_cli.paths import cluster_state_dir, default_build_dir
@@ -35,6 +36,11 @@ LOG_TAIL_LINES = 20
 class Prepared:
     cluster: Cluster
     bundle: Bundle
+
+    @cached_property
+    def record(self) -> DeployedRecord:
+        """What the last deploy recorded: read once, for the plan, the hosts that left, the update."""
+        return load_record(cluster_state_dir(self.cluster.name))
 
     @property
     def inventory_file(self) -> Path:
@@ -122,27 +128,23 @@ def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:
     """Probe every host and compare it with the rendered build: what a deploy would change."""
     rendered = {item.path: item.content for item in prepared.bundle.files}
     munge_key = prepared.bundle.secrets.munge_key_path.read_bytes()
-    record = load_record(cluster_state_dir(prepared.cluster.name))
-    return plan_cluster(prepared.cluster, rendered, munge_key, record)
+    return plan_cluster(prepared.cluster, rendered, munge_key, prepared.record)
 
 
 def write_retired_inventory(prepared: Prepared) -> list[str]:
     """Write the inventory of the hosts that left the cluster with slurmd instances still
-    recorded (site.yml stops them), or remove a stale one; the hosts' names."""
-    record = load_record(cluster_state_dir(prepared.cluster.name))
-    retired = record.retired(prepared.cluster.hosts)
-    path = prepared.retired_inventory_file
+    recorded (site.yml stops them) into the fresh build; the hosts' names."""
+    retired = prepared.record.retired(prepared.cluster.hosts)
     if retired:
-        path.write_text(render_retired_inventory(prepared.cluster, retired), encoding="utf-8")
-    else:
-        path.unlink(missing_ok=True)
+        prepared.retired_inventory_file.write_text(render_retired_inventory(prepared.cluster, retired),
+                                                   encoding="utf-8")
     return list(retired)
 
 
 def record_deployed(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
     """Remember what the hosts now hold, so a later plan can tell a hand edit from a change, and
     how to reach them; hosts that left the inventory are forgotten (their slurmd was stopped)."""
-    record = load_record(cluster_state_dir(prepared.cluster.name))
+    record = prepared.record
     record.forget([host for host in set(record.hosts) | set(record.reach) if host not in prepared.cluster.hosts])
     record.update(files, hosts)
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
