@@ -385,25 +385,23 @@ def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[s
 
         until: __slurmd_before.stdout | slurmd_not_reregistered(__slurmd_after.stdout, __slurmd_batch) == []
     """
+    from cluster_cli.smoke.node_states import is_responding  # the control node runs cluster-cli's Ansible
+
     old, new = _slurmd_starts(before), _slurmd_starts(after)
     waiting = []
     for name in names:
-        start, state = new.get(name, ("", "NOT_LISTED"))
-        flags = state.split("+")
-        answering = state != "NOT_LISTED" and "NOT_RESPONDING" not in flags and not flags[0].endswith("*")
-        if not answering or (name in old and start == old[name][0]):
+        if name not in new or not is_responding(new[name][1]) or (name in old and new[name][0] == old[name][0]):
             waiting.append(name)
     return waiting
 
 
 def _slurmd_starts(show_node: str) -> dict[str, tuple[str, str]]:
     """{node: (SlurmdStartTime, State)} from ``scontrol --oneliner show node`` lines."""
-    found = {}
-    for line in show_node.splitlines():
-        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
-        if "NodeName" in fields:
-            found[fields["NodeName"]] = (fields.get("SlurmdStartTime", ""), fields.get("State", ""))
-    return found
+    from cluster_cli.smoke.slurm import parse_scontrol_record  # the control node runs cluster-cli's Ansible
+
+    records = [parse_scontrol_record(line) for line in show_node.splitlines()]
+    return {record["NodeName"]: (record.get("SlurmdStartTime", ""), record.get("State", ""))
+            for record in records if "NodeName" in record}
 
 
 def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: str) -> dict[str, Any]:

@@ -34,6 +34,13 @@ def is_usable(state: str) -> bool:
     return state.strip().lower() in USABLE_NODE_STATES
 
 
+def is_responding(state: str) -> bool:
+    """Whether slurmctld hears from the node: not sinfo's ``idle*`` nor scontrol's ``IDLE*`` or
+    ``IDLE+NOT_RESPONDING`` (scontrol writes the flag either way, by version)."""
+    flags = state.strip().upper().split("+")
+    return "NOT_RESPONDING" not in flags and not flags[0].endswith("*")
+
+
 # Drain states: the node takes no new job until someone resumes it.
 DRAIN_STATES = frozenset({"drain", "drained", "draining"})
 # States `scontrol update State=RESUME` acts on (flags aside).

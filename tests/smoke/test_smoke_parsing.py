@@ -8,7 +8,7 @@ from cluster_cli.smoke import CHECK_NAMES
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
 from cluster_cli.smoke.errors import CheckTimeout
-from cluster_cli.smoke.node_states import unusable_nodes
+from cluster_cli.smoke.node_states import is_responding, unusable_nodes
 from cluster_cli.smoke.slurm import JobInfo, SlurmSession, parse_scontrol_record
 from cluster_cli.smoke.text import excerpt, read_excerpt
 
@@ -178,6 +178,14 @@ def test_unusable_nodes_names_state_and_reason():
         "n7": "unknown to Slurm (not in sinfo)",
     }
     assert unusable_nodes(["n1", "n2", "n6"], states) == {}
+
+
+@pytest.mark.parametrize(("state", "responding"), [
+    ("idle", True), ("MIXED+DRAIN", True), ("drained", True),
+    ("idle*", False), ("IDLE*", False), ("IDLE+NOT_RESPONDING", False), ("DOWN*+DRAIN", False),
+])
+def test_is_responding_reads_the_flag_as_sinfo_and_scontrol_write_it(state, responding):
+    assert is_responding(state) is responding
 
 
 def test_a_poll_the_controller_is_slow_to_answer_does_not_end_the_wait(monkeypatch):
