@@ -51,6 +51,11 @@ class PlaybookRun:
         return f"exit {self.returncode}\n{self.stdout[-6000:]}\n{self.stderr[-2000:]}"
 
 
+def role_vars_files(role: str) -> list[str]:
+    """A role's defaults and vars, for a play that reads its variables without running it."""
+    return [str(REPO / "roles" / role / "defaults" / "main.yml"), str(REPO / "roles" / role / "vars" / "main.yml")]
+
+
 def run_play(
     work: Path,
     play: dict[str, Any],

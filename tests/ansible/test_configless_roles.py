@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from role_runner import REPO, PlaybookRun, ansible_playbook, is_root, run_play
+from role_runner import REPO, PlaybookRun, ansible_playbook, is_root, role_vars_files, run_play
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
@@ -141,7 +141,7 @@ def render_unit(tmp_path: Path, conf_server: str) -> tuple[str, list[str]]:
     options = tmp_path / "options.json"
     play = {
         "name": "render the slurmd unit",
-        "vars_files": [str(REPO / "roles/slurmd/defaults/main.yml"), str(REPO / "roles/slurmd/vars/main.yml")],
+        "vars_files": role_vars_files("slurmd"),
         "tasks": [
             {
                 "name": "Render the unit",
@@ -199,7 +199,7 @@ def slurmctld_decisions(tmp_path: Path, configless: bool) -> dict[str, list[bool
     controllers (primary ctl1, backup ctl2) for a change slurm_common found reconfigurable."""
     play = {
         "name": "slurmctld decisions",
-        "vars_files": [str(REPO / "roles/slurmctld/defaults/main.yml"), str(REPO / "roles/slurmctld/vars/main.yml")],
+        "vars_files": role_vars_files("slurmctld"),
         "tasks": [
             {
                 "name": "Write the decision",
