@@ -403,6 +403,22 @@ class Slurm(StrictModel):
     )
 
 
+class NodeAccess(StrictModel):
+    """Who may log in to a compute host outside Slurm."""
+
+    pam_slurm_adopt: bool = Field(
+        True,
+        description=(
+            "pam_slurm_adopt on compute-only hosts that run one node: an SSH login lands in the "
+            "user's running job there, or is refused."
+        ),
+    )
+    admin_users: list[Name] = Field(
+        default_factory=list, description="Users who may always log in; root and the SSH user always may."
+    )
+    admin_groups: list[Name] = Field(default_factory=list, description="Groups whose members may always log in.")
+
+
 class Munge(StrictModel):
     """MUNGE authentication."""
 
@@ -717,6 +733,9 @@ class Inventory(StrictModel):
         default_factory=Slurm, description="Slurm packages, user, ports, paths and slurm.conf overrides."
     )
     munge: Munge = Field(default_factory=Munge, description="MUNGE user and group.")
+    node_access: NodeAccess = Field(
+        default_factory=NodeAccess, description="SSH access to compute hosts (pam_slurm_adopt)."
+    )
     nccl: Nccl = Field(default_factory=Nccl, description="/etc/nccl.conf.")
     training: Training = Field(
         default_factory=Training, description="Training environment and smoke-job thresholds."

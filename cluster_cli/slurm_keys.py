@@ -47,9 +47,9 @@ MANAGED_PARTITION_KEYS = {
 }
 MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
 
-# Derived from the inventory (accounting on) but a site's override wins: another storage type, or
-# more TRES to account (e.g. gres/gpu:h100 beside gres/gpu).
-OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageType", "AccountingStorageTRES"}
+# Derived from the inventory (accounting on) but a site's override wins: another storage type,
+# more TRES to account (e.g. gres/gpu:h100 beside gres/gpu), or what accounting enforces.
+OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageEnforce", "AccountingStorageType", "AccountingStorageTRES"}
 
 # slurm.conf keys whose value is a list of items, and the items of it the inventory sets from a
 # field (compared without case, as Slurm looks them up): `SlurmctldParameters: idle_on_node_suspend`

@@ -39,6 +39,7 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     "slurmd",
     "slurmdbd",
     "slurm-client",
+    "libpam-slurm-adopt",
     "munge",
     "mariadb-server",
     "mariadb-client",

@@ -43,6 +43,14 @@ def conf_server(cluster: Cluster) -> str:
     return ",".join(f"{cluster.hosts[name].address}:{controllers.port}" for name in names)
 
 
+def accounted_users(cluster: Cluster) -> list[str]:
+    """The users deploy gives an association: accounting.users, and the smoke jobs' test user
+    (slurm.conf enforces associations, so a user without one cannot submit)."""
+    users = list(cluster.inventory.accounting.users)
+    test_user = cluster.inventory.training.test_user
+    return users if test_user in users else [*users, test_user]
+
+
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
     inventory = cluster.inventory
     slurm = inventory.slurm
@@ -74,13 +82,16 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmdbd_storage_user": accounting.database_user,
         "slurmdbd_cluster_name": cluster.name,
         "slurmdbd_accounts": [{"name": accounting.account}],
-        "slurmdbd_users": [{"name": user, "account": accounting.account} for user in accounting.users],
+        "slurmdbd_users": [{"name": user, "account": accounting.account} for user in accounted_users(cluster)],
         # slurmctld
         "slurmctld_port": inventory.controllers.port,
         "slurmctld_state_dir": paths.state_dir,
         # slurmd
         "slurmd_spool_dir": paths.spool_dir,
         "slurmd_conf_server": conf_server(cluster),
+        "slurmd_pam_adopt_allow": [
+            *inventory.node_access.admin_users, *(f"({group})" for group in inventory.node_access.admin_groups)
+        ],
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

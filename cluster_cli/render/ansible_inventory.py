@@ -75,6 +75,16 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
     ]
 
 
+def pam_adopt_node(cluster: Cluster, host: ManagedHost) -> str:
+    """The node pam_slurm_adopt adopts SSH logins into on ``host``: only a compute host that runs
+    one node and nothing else (users must still log in to login hosts, admins to the others; with
+    several nodes a login could not tell which job's node it is on). Empty for every other host."""
+    wanted = cluster.inventory.node_access.pam_slurm_adopt
+    if not wanted or host.roles != {"compute"} or host.connection == "local" or len(host.slurmd_nodes) != 1:
+        return ""
+    return host.slurmd_nodes[0].name
+
+
 def inventory_document(cluster: Cluster) -> dict[str, Any]:
     """The inventory as a YAML-ready mapping, hosts and groups in inventory order."""
     children: dict[str, Any] = {}
@@ -90,6 +100,9 @@ def inventory_document(cluster: Cluster) -> dict[str, Any]:
     for name, host in cluster.hosts.items():
         variables = _connection_vars(host)
         variables["slurmd_nodes"] = _slurmd_nodes(host, cluster.inventory.slurm.slurmd_port)
+        adopt_node = pam_adopt_node(cluster, host)
+        if adopt_node:
+            variables["slurmd_pam_adopt_node"] = adopt_node
         host_vars[name] = variables
     return {"all": {"children": {"cluster": {"hosts": host_vars, "children": children}}}}
 

@@ -22,6 +22,8 @@ SLURM_CONF_DEFAULTS: dict[str, Any] = {
     "KillWait": 30,
     "MinJobAge": 300,
     "MpiDefault": "none",
+    # Users see their own jobs, usage and associations only (root, SlurmUser and operators all).
+    "PrivateData": "accounts,jobs,usage,users",
     "PrologFlags": "Contain",
     # RDMA needs unlimited locked memory on the nodes, not the submit host's limit.
     "PropagateResourceLimitsExcept": "MEMLOCK",
@@ -34,6 +36,8 @@ SLURM_CONF_DEFAULTS: dict[str, Any] = {
     "SelectTypeParameters": "CR_Core_Memory",
     "SlurmctldTimeout": 120,
     "SlurmdTimeout": 300,
+    # srun listens on these ports only, so a firewall between login and compute hosts can allow them.
+    "SrunPortRange": "60001-63000",
     "TaskPlugin": "task/affinity,task/cgroup",
     "Waittime": 0,
 }
@@ -86,6 +90,9 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
                 "AccountingStorageHost": _address(cluster, accounting.host),
                 "AccountingStoragePort": accounting.port,
                 "AccountingStorageTRES": "gres/gpu",
+                # A job needs an association (a user added to an account, as deploy does for
+                # accounting.users and the test user) and stays within its limits and QOS.
+                "AccountingStorageEnforce": "associations,limits,qos",
             }
         )
     if inventory.topology is not None:

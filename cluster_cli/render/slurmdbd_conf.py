@@ -4,6 +4,22 @@ from __future__ import annotations
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.common import header, key_value_lines
+from cluster_cli.render.slurm_conf import global_settings
+from cluster_cli.slurm_keys import find_key, list_items
+
+# The PrivateData items slurmdbd knows (slurmdbd.conf(5)); slurm.conf's others (nodes, partitions,
+# cloud) are slurmctld's alone.
+SLURMDBD_PRIVATE_DATA = ("accounts", "events", "jobs", "reservations", "usage", "users")
+
+
+def private_data(cluster: Cluster) -> str | None:
+    """slurmdbd's PrivateData: the items of slurm.conf's that slurmdbd knows, so that sacct and
+    sreport hide what squeue and sshare hide."""
+    settings = global_settings(cluster)
+    key = find_key(settings, "PrivateData")
+    items = [item for item in list_items(settings[key] if key else None)
+             if item.lower() in SLURMDBD_PRIVATE_DATA]
+    return ",".join(items) or None
 
 
 class InvalidSecret(ValueError):
@@ -33,5 +49,8 @@ def render_slurmdbd_conf(cluster: Cluster, storage_password: str) -> str | None:
         "StorageType": "accounting_storage/mysql",
         "StorageUser": accounting.database_user,
     }
+    hidden = private_data(cluster)
+    if hidden:
+        settings["PrivateData"] = hidden
     lines = [header(cluster.name, "slurmdbd.conf").rstrip("\n")] + key_value_lines(settings)
     return "\n".join(lines) + "\n"
