@@ -54,6 +54,10 @@ T_MUNGE_KEY = "test_20_security.py::test_munge_key_is_the_same_private_file_ever
 T_DBD_CONF = "test_20_security.py::test_slurmdbd_conf_is_private_to_slurm_and_only_on_the_database_host"
 T_DIRS = "test_20_security.py::test_state_spool_and_log_directories_have_safe_owners_and_modes"
 T_NO_SECRET = "test_20_security.py::test_check_diff_and_the_deploy_logs_hold_no_secret"
+T_NO_JOB_SSH = "test_25_isolation.py::test_a_user_without_a_job_on_the_node_is_refused_ssh"
+T_OWN_JOBS = "test_25_isolation.py::test_a_user_sees_only_their_own_jobs"
+T_NO_ASSOCIATION = "test_25_isolation.py::test_a_job_from_a_user_without_an_association_is_rejected"
+T_DB_LOCAL = "test_25_isolation.py::test_the_accounting_database_listens_on_its_own_host_only"
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class Mutation:
     name: str
     removes: str
     tests: tuple[str, ...]
-    slurm_conf: dict[str, int | str] = field(default_factory=dict)
+    slurm_conf: dict[str, int | str | None] = field(default_factory=dict)  # None deletes a default key
     patch: tuple[str, str, str] | None = None  # (path in the tree, text, replacement)
     cleanup: str | None = None  # run on every host before the restoring deploy: what that deploy does not undo
 
@@ -110,6 +114,17 @@ MUTATIONS = [
                     '    mode: "0600"\n')),
     Mutation("state-dir-0755", "slurmctld role leaves StateSaveLocation 0755 instead of 0700",
              (T_DIRS,), patch=("roles/slurmctld/tasks/configure.yml", 'mode: "0700"', 'mode: "0755"')),
+    Mutation("no-pam-slurm-adopt", "slurmd role leaves pam_slurm_adopt out of /etc/pam.d/sshd",
+             (T_NO_JOB_SSH,),
+             patch=("roles/slurmd/tasks/pam_adopt.yml",
+                    "state: \"{{ 'present' if __slurmd_pam_adopt | bool else 'absent' }}\"", "state: absent")),
+    Mutation("no-private-data", "PrivateData deleted: every user sees every job and its accounting",
+             (T_OWN_JOBS,), slurm_conf={"PrivateData": None}),
+    Mutation("no-enforce", "AccountingStorageEnforce deleted: a user without an association may submit",
+             (T_NO_ASSOCIATION,), slurm_conf={"AccountingStorageEnforce": None}),
+    Mutation("mariadb-any-address", "MariaDB listens on every address of the database host",
+             (T_DB_LOCAL,),
+             patch=("roles/slurmdbd/templates/90-slurmdbd.cnf.j2", "bind-address = 127.0.0.1", "bind-address = 0.0.0.0")),
 ]
 
 

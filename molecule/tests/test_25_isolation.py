@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import ClusterView
 
+from testbed.network import netns_path
+
 USERS = {"alice": 5101, "mallory": 5102}
 
 
@@ -60,8 +62,13 @@ def users(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def _ssh(view: ClusterView, users: Users, user: str, command: str) -> subprocess.CompletedProcess[str]:
-    """``command`` on the compute host over SSH as ``user`` with the test key: what a user does."""
-    argv = ["ssh", "-F", str(view.bed.run_dir / "ssh_config"), "-i", str(users.key), "-o", "IdentitiesOnly=yes",
+    """``command`` on the compute host over SSH as ``user`` with the test key: what a user does.
+
+    ssh runs inside the bed's network, not through the ssh_config's nc proxy: nc does not end
+    when sshd closes a refused connection, so a refusal would hang the client."""
+    namespace = netns_path(view.bed.state["bridge_ns"])
+    argv = ["nsenter", f"--net={namespace}", "ssh", "-F", str(view.bed.run_dir / "ssh_config"),
+            "-o", "ProxyCommand=none", "-i", str(users.key), "-o", "IdentitiesOnly=yes",
             "-o", "ControlMaster=no", "-o", "ControlPath=none", "-l", user, users.compute, command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
