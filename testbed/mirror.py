@@ -47,6 +47,8 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     "python3-venv",
     "python3-pip",
     "hello",
+    # molecule/tests/test_80_become.py: an unprivileged deployment user with sudo
+    "sudo",
 )
 
 ARCH = "amd64"

@@ -29,6 +29,9 @@ def _connection_vars(host: ManagedHost) -> dict[str, Any]:
     variables["ansible_host"] = host.address
     variables["ansible_user"] = host.ssh.user
     variables["ansible_port"] = host.ssh.port
+    if host.ssh.user != "root":
+        # Every task needs root: an unprivileged SSH user gets it through passwordless sudo.
+        variables["ansible_become"] = True
     if host.ssh.private_key:
         variables["ansible_ssh_private_key_file"] = str(Path(host.ssh.private_key).expanduser())
     if host.ssh.common_args:

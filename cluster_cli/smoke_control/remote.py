@@ -42,7 +42,10 @@ def submit_host(cluster: Cluster, name: str | None = None) -> ManagedHost:
 
 def ssh_argv(host: ManagedHost, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
     """ssh with the inventory's settings for ``host`` (and ``-o`` ``options`` before them);
-    ``command`` is quoted for the remote shell."""
+    ``command`` is quoted for the remote shell, and run as root: through ``sudo -n`` (passwordless
+    sudo, never a prompt) when the SSH user is not root, as Ansible's tasks are (ansible_become)."""
+    if host.ssh.user != "root":
+        command = ["sudo", "-n", "--", *command]
     argv = ["ssh", *(part for option in options for part in ("-o", option)), "-o", "BatchMode=yes",
             "-p", str(host.ssh.port), "-l", host.ssh.user]
     if host.ssh.private_key:

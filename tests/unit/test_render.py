@@ -453,6 +453,8 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "ansible_port": 2222,
         "ansible_ssh_private_key_file": "/home/operator/.ssh/key",
         "ansible_ssh_common_args": "-o ProxyJump=bastion",
+        # an SSH user that is not root: every task through sudo
+        "ansible_become": True,
         "slurmd_nodes": [],
     }
     assert hosts["box"] == {

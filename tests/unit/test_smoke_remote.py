@@ -55,8 +55,16 @@ def test_ssh_argv_uses_the_inventory_settings_and_quotes_the_command() -> None:
     assert argv[:8] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-l", "admin", "-i"]
     assert "ProxyCommand=nc %h %p" in argv and "StrictHostKeyChecking=yes" in argv
     assert argv[-3:-1] == ["10.0.0.2", "--"]
-    # the remote shell splits the command back into exactly the argv given
-    assert shlex.split(argv[-1]) == ["env", "PYTHONPATH=/tmp/a b", "python3", "-c", "print('x; y')"]
+    # the remote shell splits the command back into exactly the argv given, run as root through
+    # sudo (never a password prompt) since the SSH user is not root
+    assert shlex.split(argv[-1]) == ["sudo", "-n", "--", "env", "PYTHONPATH=/tmp/a b", "python3", "-c", "print('x; y')"]
+
+
+def test_ssh_argv_runs_the_command_itself_as_root() -> None:
+    text = MULTI_HOST.replace("user: admin", "user: root")
+    assert text != MULTI_HOST
+    host = submit_host(load_cluster_text(text, "mh.yaml"))
+    assert shlex.split(ssh_argv(host, ["id", "-u"])[-1]) == ["id", "-u"]
 
 
 def test_report_survives_the_json_round_trip() -> None:
