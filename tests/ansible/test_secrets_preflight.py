@@ -25,6 +25,13 @@ pytestmark = [
 HOSTS = ("ctl", "c1", "c2")
 
 
+def _site_secrets_play() -> dict:
+    """playbooks/site.yml's secrets preflight, as it is (its hosts: the test's)."""
+    plays = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
+    play = next(play for play in plays if play["name"].startswith("Secrets preflight"))
+    return {key: value for key, value in play.items() if key != "hosts"}
+
+
 def _include(role: str, tasks_from: str) -> dict:
     return {"name": f"{role} {tasks_from}",
             "ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from, "public": True}}
@@ -46,8 +53,10 @@ def _shown(run: PlaybookRun, secret: bytes) -> list[str]:
 
 
 def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool = False,
-               tasks: tuple[str, ...] = ("key_check",), options: tuple[str, ...] = ()) -> tuple[PlaybookRun, bytes]:
-    """The control node's key, and each host's key file (None: no key yet), then ``tasks``."""
+               tasks: tuple[str, ...] = ("key_check",), options: tuple[str, ...] = (),
+               play: dict | None = None) -> tuple[PlaybookRun, bytes]:
+    """The control node's key, and each host's key file (None: no key yet), then the munge role's
+    ``tasks`` (or ``play``)."""
     local_key, keys = secrets.token_bytes(1024), tmp_path / "hosts"
     keys.mkdir()
     _write_key(tmp_path / "munge.key", local_key)
@@ -73,7 +82,7 @@ def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool 
         "__munge_socket": str(socket),
     }
     went_on = {"name": "After the check", "ansible.builtin.debug": {"msg": "went on"}}
-    play = {"tasks": [_include("munge", name) for name in tasks] + [went_on]}
+    play = play or {"tasks": [_include("munge", name) for name in tasks] + [went_on]}
     return run_play(tmp_path / "work", play, {host: {} for host in host_keys}, extra, options), local_key
 
 
@@ -81,6 +90,20 @@ def test_hosts_with_another_key_fail_in_one_message_naming_them_and_no_key_is_sh
     other = secrets.token_bytes(1024)
     run, local_key = _key_check(tmp_path, {"ctl": b"same", "c1": other, "c2": other}, options=("-vvv",))
     assert run.returncode != 0, run.explain()
+    _refused_naming_c1_c2(run, local_key, other)
+
+
+def test_site_refuses_another_key_whatever_the_tags(tmp_path: Path) -> None:
+    """site.yml's own play, run with --tags configure (the tags that would copy a key): the check runs."""
+    other = secrets.token_bytes(1024)
+    site = _site_secrets_play()
+    run, local_key = _key_check(tmp_path, {"ctl": b"same", "c1": other, "c2": other}, play=site,
+                                options=("--tags", "configure"))
+    assert run.returncode != 0, run.explain()
+    _refused_naming_c1_c2(run, local_key, other)
+
+
+def _refused_naming_c1_c2(run: PlaybookRun, local_key: bytes, other: bytes) -> None:
     assert "The munge key on c1, c2 is not the one in" in run.text, run.explain()
     assert sum(run.recap(host)["failed"] for host in HOSTS) == 1, "one failure for every host, not one per host"
     assert "went on" not in run.stdout, "a host went on after the failed check"
@@ -110,25 +133,32 @@ def test_rotating_skips_the_check_and_replaces_the_key_on_every_host(tmp_path: P
 STORAGE = "DbdPort=6819\nStorageType=accounting_storage/mysql\nStorageUser=slurm\nStoragePass={}\n"
 
 
-def _password_check(tmp_path: Path, on_host: str | None, local: str, rotate: bool = False) -> PlaybookRun:
+def _password_check(tmp_path: Path, on_host: str | None, local: str, rotate: bool = False,
+                    site: bool = False) -> PlaybookRun:
+    """slurmdbd's password_check on a database host whose slurmdbd.conf has ``on_host`` (None: no
+    file yet); with ``site``, site.yml's secrets play under --tags configure (the munge key: none yet)."""
     conf_dir = tmp_path / "etc"
     conf_dir.mkdir()
     if on_host is not None:
         (conf_dir / "slurmdbd.conf").write_text(STORAGE.format(on_host))
         (conf_dir / "slurmdbd.conf").chmod(0o600)
+    _write_key(tmp_path / "munge.key", secrets.token_bytes(1024))
     extra = {"slurmdbd_storage_pass": local, "slurmdbd_rotate_password": rotate,
-             "slurm_common_conf_dir": str(conf_dir)}
-    play = {"tasks": [_include("slurmdbd", "password_check")]}
-    return run_play(tmp_path / "work", play, {HOST: {}}, extra, ("-vvv",))
+             "slurm_common_conf_dir": str(conf_dir),
+             "munge_key_src": str(tmp_path / "munge.key"), "__munge_key_path": str(tmp_path / "no-key")}
+    play = _site_secrets_play() if site else {"tasks": [_include("slurmdbd", "password_check")]}
+    options = ("-vvv", "--tags", "configure") if site else ("-vvv",)
+    return run_play(tmp_path / "work", play, {HOST: {}}, extra, options, groups={"slurm_database": [HOST]})
 
 
 def _password() -> str:
     return secrets.token_urlsafe(32)
 
 
-def test_a_database_host_with_another_password_fails_naming_it_and_shows_neither(tmp_path: Path) -> None:
+@pytest.mark.parametrize("site", [False, True], ids=["role", "site-with-tags"])
+def test_a_database_host_with_another_password_fails_naming_it_and_shows_neither(tmp_path: Path, site: bool) -> None:
     local, on_host = _password(), _password()
-    run = _password_check(tmp_path, on_host, local)
+    run = _password_check(tmp_path, on_host, local, site=site)
     assert run.returncode != 0, run.explain()
     assert f"The database password in {tmp_path / 'etc'}/slurmdbd.conf on {HOST} is not the one" in run.text, run.explain()
     assert "--rotate-secrets" in run.text
@@ -160,7 +190,7 @@ def test_site_checks_the_secrets_on_every_host_before_any_role_changes_one() -> 
     first_role_play = next(index for index, play in enumerate(plays) if play.get("roles"))
     checks = [index for index, play in enumerate(plays)
               for task in play.get("tasks", [])
-              if task.get("ansible.builtin.include_role", {}).get("tasks_from") in ("key_check.yml", "password_check.yml")]
+              if task.get("ansible.builtin.import_role", {}).get("tasks_from") in ("key_check.yml", "password_check.yml")]
     assert len(checks) == 2 and max(checks) < first_role_play, "the secrets are checked after hosts were changed"
     check_play = plays[checks[0]]
     assert check_play["hosts"] == "cluster" and "always" in check_play["tags"]
