@@ -54,15 +54,18 @@ def _shown(run: PlaybookRun, secret: bytes) -> list[str]:
 
 def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool = False,
                tasks: tuple[str, ...] = ("key_check",), options: tuple[str, ...] = (),
-               play: dict | None = None) -> tuple[PlaybookRun, bytes]:
-    """The control node's key, and each host's key file (None: no key yet), then the munge role's
-    ``tasks`` (or ``play``)."""
+               play: dict | None = None, unmarked: tuple[str, ...] = ()) -> tuple[PlaybookRun, bytes]:
+    """The control node's key, and each host's key file (None: no key yet) with the marker of a key
+    cluster-cli installed (not on the ``unmarked`` hosts: a key the munge package made), then the
+    munge role's ``tasks`` (or ``play``)."""
     local_key, keys = secrets.token_bytes(1024), tmp_path / "hosts"
     keys.mkdir()
     _write_key(tmp_path / "munge.key", local_key)
     for host, key in host_keys.items():
         if key is not None:
             _write_key(keys / f"{host}.key", local_key if key == b"same" else key)
+            if host not in unmarked:
+                (keys / f"{host}.marker").touch()
     socket, daemon = tmp_path / "munge.socket", tmp_path / "munged"
     socket.touch()
     daemon.write_text("#!/bin/sh\n")  # stands in for munged: nothing runs it, no pid file names it
@@ -71,6 +74,7 @@ def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool 
         "munge_rotate_key": rotate,
         # one key file per host: extra vars are templated for each host
         "__munge_key_path": str(keys) + "/{{ inventory_hostname }}.key",
+        "__munge_key_marker": str(keys) + "/{{ inventory_hostname }}.marker",
         "__munge_conf_dir": str(keys),
         "__munge_user": "root",
         "__munge_group": "root",
@@ -120,6 +124,13 @@ def test_hosts_with_the_same_key_or_none_yet_pass(tmp_path: Path) -> None:
     assert all(run.recap(host)["failed"] == 0 for host in HOSTS)
 
 
+def test_a_key_cluster_cli_did_not_install_passes(tmp_path: Path) -> None:
+    """The munge package's own key (Debian's postinst makes one), or one left by a purged cluster."""
+    run, _ = _key_check(tmp_path, {"ctl": b"same", "c1": secrets.token_bytes(1024), "c2": b"same"},
+                        unmarked=("c1",))
+    assert run.returncode == 0, run.explain()
+
+
 def test_rotating_skips_the_check_and_replaces_the_key_on_every_host(tmp_path: Path) -> None:
     other = secrets.token_bytes(1024)
     run, local_key = _key_check(tmp_path, {"ctl": other, "c1": other, "c2": None}, rotate=True,
@@ -127,6 +138,7 @@ def test_rotating_skips_the_check_and_replaces_the_key_on_every_host(tmp_path: P
     assert run.returncode == 0, run.explain()
     for host in HOSTS:
         assert (tmp_path / "hosts" / f"{host}.key").read_bytes() == local_key, host
+        assert (tmp_path / "hosts" / f"{host}.marker").is_file(), f"{host}: the key is not marked as the cluster's"
     assert "Start munged again" in run.stdout, "munged was not restarted after the key changed"
 
 
@@ -134,7 +146,7 @@ STORAGE = "DbdPort=6819\nStorageType=accounting_storage/mysql\nStorageUser=slurm
 
 
 def _password_check(tmp_path: Path, on_host: str | None, local: str, rotate: bool = False,
-                    site: bool = False) -> PlaybookRun:
+                    site: bool = False, marked: bool = True) -> PlaybookRun:
     """slurmdbd's password_check on a database host whose slurmdbd.conf has ``on_host`` (None: no
     file yet); with ``site``, site.yml's secrets play under --tags configure (the munge key: none yet)."""
     conf_dir = tmp_path / "etc"
@@ -142,9 +154,11 @@ def _password_check(tmp_path: Path, on_host: str | None, local: str, rotate: boo
     if on_host is not None:
         (conf_dir / "slurmdbd.conf").write_text(STORAGE.format(on_host))
         (conf_dir / "slurmdbd.conf").chmod(0o600)
+        if marked:
+            (tmp_path / "slurmdbd.marker").touch()
     _write_key(tmp_path / "munge.key", secrets.token_bytes(1024))
     extra = {"slurmdbd_storage_pass": local, "slurmdbd_rotate_password": rotate,
-             "slurm_common_conf_dir": str(conf_dir),
+             "slurm_common_conf_dir": str(conf_dir), "__slurmdbd_conf_marker": str(tmp_path / "slurmdbd.marker"),
              "munge_key_src": str(tmp_path / "munge.key"), "__munge_key_path": str(tmp_path / "no-key")}
     play = _site_secrets_play() if site else {"tasks": [_include("slurmdbd", "password_check")]}
     options = ("-vvv", "--tags", "configure") if site else ("-vvv",)
@@ -176,6 +190,12 @@ def test_a_database_host_with_the_same_password_or_none_yet_passes(tmp_path: Pat
     assert local not in run.stdout + run.stderr
 
 
+def test_a_slurmdbd_conf_cluster_cli_did_not_install_passes(tmp_path: Path) -> None:
+    """One an admin wrote before the first deploy, or one left by a purged cluster."""
+    run = _password_check(tmp_path, _password(), _password(), marked=False)
+    assert run.returncode == 0, run.explain()
+
+
 def test_rotating_the_password_skips_the_check(tmp_path: Path) -> None:
     local, on_host = _password(), _password()
     run = _password_check(tmp_path, on_host, local, rotate=True)
@@ -194,3 +214,16 @@ def test_site_checks_the_secrets_on_every_host_before_any_role_changes_one() -> 
     assert len(checks) == 2 and max(checks) < first_role_play, "the secrets are checked after hosts were changed"
     check_play = plays[checks[0]]
     assert check_play["hosts"] == "cluster" and "always" in check_play["tags"]
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_only_a_purge_forgets_that_the_key_is_the_clusters(tmp_path: Path, purge: bool) -> None:
+    marker, daemon = tmp_path / "marker", tmp_path / "munged"
+    marker.touch()
+    daemon.write_text("#!/bin/sh\n")  # stands in for munged: nothing runs it, no pid file names it
+    extra = {"munge_teardown_purge": purge, "__munge_key_marker": str(marker),
+             "__munge_service_manager": "standalone", "__munge_pidfile": str(tmp_path / "munged.pid"),
+             "__munge_daemon": str(daemon)}
+    run = run_play(tmp_path / "work", {"tasks": [_include("munge", "teardown")]}, {HOST: {}}, extra)
+    assert run.returncode == 0, run.explain()
+    assert marker.exists() is not purge
