@@ -78,17 +78,15 @@ def backup_name(name: str, stamp: str) -> str:
 
 
 def _move_aside(directory: Path, stamp: str) -> list[Path]:
-    backups = []
-    for name in (MUNGE_KEY_FILE, DB_PASSWORD_FILE):
-        current, backup = directory / name, directory / backup_name(name, stamp)
-        if not current.exists():
-            continue
+    moves = [(directory / name, directory / backup_name(name, stamp))
+             for name in (MUNGE_KEY_FILE, DB_PASSWORD_FILE) if (directory / name).exists()]
+    for _, backup in moves:  # all checked before any is moved: a refusal leaves every secret in place
         if os.path.lexists(backup):
             raise RefusedError(f"{backup}: exists already; not overwriting a backup (try again in a second)")
+    for current, backup in moves:
         os.chmod(current, 0o600)
         os.rename(current, backup)  # the same bytes, never copied: still 0600, still only ours
-        backups.append(backup)
-    return backups
+    return [backup for _, backup in moves]
 
 
 def rotate_secrets(directory: Path, stamp: str) -> tuple[ClusterSecrets, tuple[Path, ...]]:

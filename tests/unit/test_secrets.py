@@ -194,11 +194,11 @@ def test_rotation_keeps_the_old_secrets_as_private_backups_and_makes_new_ones(tm
 def test_rotation_never_overwrites_a_backup_nor_follows_a_link(tmp_path):
     ensure_secrets(tmp_path)
     key = (tmp_path / MUNGE_KEY_FILE).read_bytes()
-    (tmp_path / f"{MUNGE_KEY_FILE}.same.old").write_bytes(b"an earlier backup")
+    (tmp_path / f"{DB_PASSWORD_FILE}.same.old").write_bytes(b"an earlier backup")
     with pytest.raises(RefusedError, match="exists already"):
         rotate_secrets(tmp_path, "same")
-    assert (tmp_path / MUNGE_KEY_FILE).read_bytes() == key
-    assert (tmp_path / f"{MUNGE_KEY_FILE}.same.old").read_bytes() == b"an earlier backup"
+    assert (tmp_path / MUNGE_KEY_FILE).read_bytes() == key, "the key was moved before the refusal"
+    assert (tmp_path / f"{DB_PASSWORD_FILE}.same.old").read_bytes() == b"an earlier backup"
     (tmp_path / DB_PASSWORD_FILE).unlink()
     (tmp_path / DB_PASSWORD_FILE).symlink_to(tmp_path / "elsewhere")
     with pytest.raises(RefusedError, match="symbolic link"):
