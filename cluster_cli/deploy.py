@@ -115,9 +115,17 @@ def daemon_logs(cluster: Cluster, host: str, role: str | None) -> list[str]:
     return []
 
 
+# The refusals of site.yml's secrets preflight (roles/munge/tasks/key_check.yml,
+# roles/slurmdbd/tasks/password_check.yml): no daemon was touched, so no daemon log is worth showing.
+SECRETS_CHECK_TASKS = frozenset({
+    "Check that every host holds the control node's munge key",
+    "Check that the database host holds the control node's password",
+})
+
+
 def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[str, str]]:
     """Last lines of the failing daemon's logs, fetched from the host through Ansible."""
-    if failure.unreachable:
+    if failure.unreachable or failure.task in SECRETS_CHECK_TASKS:
         return []
     tails = []
     for path in daemon_logs(prepared.cluster, failure.host, failure.role):

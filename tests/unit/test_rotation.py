@@ -13,13 +13,17 @@ import pytest
 from click.testing import CliRunner
 from unit_helpers import SHIPPED_INVENTORIES
 
+import yaml
+
 from cluster_cli import deploy as deploy_steps
+from cluster_cli.ansible.runner import TaskFailure
 from cluster_cli.cli import main
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.plan import Plan
 from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_FILE
 
 LOCAL = str(SHIPPED_INVENTORIES["local"])
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -133,3 +137,13 @@ def test_plan_with_rotation_lists_it_as_a_change_and_rotates_nothing(runner, tmp
     lines = json.loads(result.stdout)["secrets_rotate"]
     assert any("new database password" in line for line in lines)
     assert (secrets_dir(tmp_path) / MUNGE_KEY_FILE).read_bytes() == old_secrets[0]
+
+
+def test_a_secrets_preflight_refusal_shows_its_message_and_no_daemon_log(monkeypatch):
+    """The refusal is the whole story: no munged or slurmdbd log tail after it (nothing ran)."""
+    names = {task["name"] for path in ("roles/munge/tasks/key_check.yml", "roles/slurmdbd/tasks/password_check.yml")
+             for entry in yaml.safe_load((REPO / path).read_text()) for task in [entry, *entry.get("block", [])]}
+    assert deploy_steps.SECRETS_CHECK_TASKS <= names, "a check was renamed: its refusal would show daemon logs"
+    monkeypatch.setattr(deploy_steps, "run_ad_hoc", _nowhere)
+    for task in deploy_steps.SECRETS_CHECK_TASKS:
+        assert deploy_steps.failure_log_tails(None, TaskFailure("ctl", task, "munge", "refused")) == []
