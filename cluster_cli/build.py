@@ -14,7 +14,7 @@ from cluster_cli.paths import default_secrets_dir
 from cluster_cli.render import NotABuildDirectory, RenderedFile, check_replaceable, render_configs, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.slurmdbd_conf import InvalidSecret
-from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets
+from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets, rotate_secrets
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Bundle:
     directory: Path
     files: list[RenderedFile]
     secrets: ClusterSecrets
+    # The secrets a rotation replaced, kept 0600 in the secrets directory (paths only).
+    rotated: tuple[Path, ...] = ()
 
 
 def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
@@ -30,14 +32,19 @@ def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
     return default_secrets_dir(cluster.name) if configured is None else Path(configured).expanduser()
 
 
-def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle:
-    """Generate missing secrets, render every file and write them into ``directory``, which must
-    be new, empty or an earlier build (RefusedError otherwise, before any secret is made)."""
+def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path, rotate_stamp: str | None = None) -> Bundle:
+    """Generate missing secrets (new ones for all, the old kept as ``NAME.STAMP.old``, with
+    ``rotate_stamp``), render every file and write them into ``directory``, which must be new,
+    empty or an earlier build (RefusedError otherwise, before any secret is made)."""
     try:
         check_replaceable(directory)
     except NotABuildDirectory as error:
         raise RefusedError(str(error)) from None
-    secrets = ensure_secrets(secrets_dir)
+    rotated: tuple[Path, ...] = ()
+    if rotate_stamp is None:
+        secrets = ensure_secrets(secrets_dir)
+    else:
+        secrets, rotated = rotate_secrets(secrets_dir, rotate_stamp)
     try:
         files = render_configs(cluster, secrets.db_password() if cluster.inventory.accounting.enabled else None)
     except InvalidSecret as error:
@@ -54,7 +61,7 @@ def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path) -> Bundle
         raise RefusedError(str(error)) from None
     except OSError as error:
         raise ClusterCliError(f"cannot write {directory}: {error.strerror}") from None
-    return Bundle(directory, files, secrets)
+    return Bundle(directory, files, secrets, rotated)
 
 
 def _yaml(variables: dict[str, object]) -> str:

@@ -18,6 +18,7 @@ from rich.console import Console
 from cluster_cli import __version__
 from cluster_cli import deploy as deploy_steps
 from cluster_cli import nodes as node_steps
+from cluster_cli import rotation
 from cluster_cli import upgrade as upgrade_steps
 from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure
 from cluster_cli.build import build_bundle, secrets_dir_for
@@ -27,7 +28,8 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.loader import load_cluster
 from cluster_cli.model import Inventory
 from cluster_cli.paths import default_build_dir
-from cluster_cli.plan import Impact
+from cluster_cli.host_files import HostFile
+from cluster_cli.plan import Impact, Plan
 from cluster_cli.probe import probe_cluster
 from cluster_cli.progress import (
     PlaybookProgress,
@@ -117,6 +119,12 @@ def render(inventory: Path, output: Path | None) -> None:
         click.echo(f"wrote {bundle.directory / item.path}{note}")
 
 
+rotate_option = click.option(
+    "--rotate-secrets", is_flag=True,
+    help="Make a new munge key and database password (the old kept 0600 beside them) and take them to "
+         "every host in one pass; refused with --limit or --tags (plan: show what it would do).",
+)
+
 build_dir_option = click.option(
     "--build-dir", type=click.Path(file_okay=False, path_type=Path),
     help="Where rendered files go (default ~/.local/state/cluster-cli/CLUSTER/build).",
@@ -198,7 +206,8 @@ def _print_failures(
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--diff/--no-diff", "show_diff", default=True, help="Show file differences (secrets masked).")
 @build_dir_option
-def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None) -> None:
+@rotate_option
+def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None, rotate_secrets: bool) -> None:
     """What deploy would change on each host, and its impact; changes nothing.
 
     Exit 0: nothing to change; 3: changes pending; 1: a host could not be probed or holds
@@ -208,10 +217,18 @@ def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     found, _ = deploy_steps.current_plan(prepared)
     if as_json:
-        click.echo(json.dumps(found.to_json(), indent=2, sort_keys=True))
+        document = found.to_json()
+        if rotate_secrets:
+            document["secrets_rotate"] = rotation.plan_lines(cluster, dry_run=True)
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
     else:
-        print_plan(Console(highlight=False), found, show_diff)
-    raise SystemExit(found.exit_code)
+        _print_plan(Console(highlight=False), found, show_diff, cluster if rotate_secrets else None, dry_run=True)
+    raise SystemExit(_plan_exit(found, rotate_secrets))
+
+
+def _plan_exit(found: Plan, rotating: bool) -> int:
+    """The plan's exit code; a rotation of the secrets is a change pending (3) of its own."""
+    return ExitCode.CHANGES if rotating and found.exit_code == ExitCode.OK else found.exit_code
 
 
 @main.command()
@@ -223,34 +240,41 @@ def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None
 @click.option("--batch", type=click.IntRange(min=1), metavar="N",
               help="Restart at most N slurmd at a time, each batch waited for until slurmctld sees it "
                    "again; a failed batch stops the rollout (default: all at once).")
+@rotate_option
 def deploy(
     inventory: Path, check: bool, diff: bool, limit: str | None, tags: str | None, verbose: int,
     build_dir: Path | None, full: bool, wait_s: float | None, force: bool, batch: int | None,
+    rotate_secrets: bool,
 ) -> None:
     """Validate, render, plan, and apply what the plan says (all of site.yml with --full).
 
     --check prints the plan and changes nothing (with --full: Ansible's check mode).
     """
+    if rotate_secrets:
+        rotation.check_scope(limit, tags)
     cluster = load_cluster(inventory)
     console = Console(highlight=False)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     _print_header(console, "Deploy", prepared)
     found, files = deploy_steps.current_plan(prepared)
     if check and not full:
-        print_plan(console, found, diff)
-        raise SystemExit(found.exit_code)
+        _print_plan(console, found, diff, cluster if rotate_secrets else None, dry_run=True)
+        raise SystemExit(_plan_exit(found, rotate_secrets))
     if found.conflicts or found.unreachable:
         print_plan(console, found, False)
         raise ClusterCliError("nothing was changed: " + "; ".join(found.conflicts + list(found.unreachable)))
-    if not found.changes and not full:
+    if not found.changes and not full and not rotate_secrets:
         console.print("0 changes: every host matches the inventory; no playbook run (--full runs it anyway)")
         return
-    print_plan(console, found, diff)
+    rotate = rotate_secrets and not check
+    _print_plan(console, found, diff, cluster if rotate_secrets else None, dry_run=not rotate)
     removed = [change.subject for change in found.by_impact(Impact.NODE_REMOVE)]
     if removed and not check:
         requeued = deploy_steps.retire_nodes(cluster, removed, wait_s, force)
         console.print(f"drained {', '.join(removed)}" + (f"; requeued jobs {', '.join(requeued)}" if requeued else ""))
-    scope = None if full or limit else ",".join(found.hosts_to_apply())
+    if rotate:
+        prepared, files = _rotate(console, prepared, inventory, build_dir)
+    scope = None if full or limit or rotate else ",".join(found.hosts_to_apply())
     options = PlaybookOptions(check=check, diff=diff, limit=limit or scope, tags=tags, verbosity=max(verbose - 1, 0))
     retired = deploy_steps.write_retired_inventory(prepared)
     if retired and scope is not None:
@@ -259,9 +283,34 @@ def deploy(
     if rollout:
         console.print(f"slurmd restarts: {rollout['slurmd_restart_batch']} per host at a time, "
                       f"{rollout['deploy_slurmd_serial']} compute host(s) per batch")
-    _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, rollout)
+    extra_vars = {**(rollout or {}), **(rotation.ROLE_VARIABLES if rotate else {})}
+    try:
+        _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, extra_vars or None)
+    except (ClusterCliError, KeyboardInterrupt):
+        if rotate:
+            console.print(rotation.unfinished_note(prepared.bundle.rotated), markup=False, soft_wrap=True)
+        raise
     if not check and not limit and not tags:
         deploy_steps.record_deployed(prepared, files, list(cluster.hosts) if scope is None else found.hosts_to_apply())
+
+
+def _print_plan(
+    console: Console, found: Plan, diff: bool, rotating: Cluster | None, dry_run: bool,
+) -> None:
+    """The plan, and what a rotation of the secrets adds to it (``rotating``: its cluster)."""
+    print_plan(console, found, diff)
+    for line in rotation.plan_lines(rotating, dry_run) if rotating else []:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def _rotate(
+    console: Console, prepared: deploy_steps.Prepared, inventory: Path, build_dir: Path | None,
+) -> tuple[deploy_steps.Prepared, dict[str, list[HostFile]]]:
+    """New secrets (the old kept beside them), the build rendered again with them, and the files
+    each host should then hold."""
+    rotated = deploy_steps.prepare(prepared.cluster, inventory, build_dir, rotation.new_stamp())
+    console.print(rotation.kept_line(rotated.bundle.rotated), markup=False, soft_wrap=True)
+    return rotated, deploy_steps.expected_files(rotated)
 
 
 @main.command()

@@ -24,7 +24,7 @@ from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
-from cluster_cli.host_files import HostFile
+from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.paths import cluster_state_dir, default_build_dir
 from cluster_cli.plan import Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
@@ -62,10 +62,14 @@ class Prepared:
         return [ansible_dir / "cluster_vars.yml", ansible_dir / "secret_vars.yml"]
 
 
-def prepare(cluster: Cluster, inventory_path: Path, build_dir: Path | None = None) -> Prepared:
-    """Generate missing secrets and render every file; touches no host."""
+def prepare(
+    cluster: Cluster, inventory_path: Path, build_dir: Path | None = None, rotate_stamp: str | None = None,
+) -> Prepared:
+    """Generate missing secrets (with ``rotate_stamp``: new ones, the old kept beside them) and
+    render every file; touches no host."""
     directory = build_dir or default_build_dir(cluster.name)
-    return Prepared(cluster, build_bundle(cluster, directory, secrets_dir_for(cluster, inventory_path)))
+    secrets_dir = secrets_dir_for(cluster, inventory_path)
+    return Prepared(cluster, build_bundle(cluster, directory, secrets_dir, rotate_stamp))
 
 
 def write_extra_vars(prepared: Prepared, variables: dict[str, Any]) -> list[Path]:
@@ -111,9 +115,17 @@ def daemon_logs(cluster: Cluster, host: str, role: str | None) -> list[str]:
     return []
 
 
+# The refusals of site.yml's secrets preflight (roles/munge/tasks/key_check.yml,
+# roles/slurmdbd/tasks/password_check.yml): no daemon was touched, so no daemon log is worth showing.
+SECRETS_CHECK_TASKS = frozenset({
+    "Check that every host holds the control node's munge key",
+    "Check that the database host holds the control node's password",
+})
+
+
 def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[str, str]]:
     """Last lines of the failing daemon's logs, fetched from the host through Ansible."""
-    if failure.unreachable:
+    if failure.unreachable or failure.task in SECRETS_CHECK_TASKS:
         return []
     tails = []
     for path in daemon_logs(prepared.cluster, failure.host, failure.role):
@@ -122,6 +134,12 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
         )
         tails.append((path, output if code == 0 else f"(could not read: {output[:200]})"))
     return tails
+
+
+def expected_files(prepared: Prepared) -> dict[str, list[HostFile]]:
+    """The files each host should hold after this deploy (checksums), without probing a host."""
+    rendered = {item.path: item.content for item in prepared.bundle.files}
+    return files_by_host(prepared.cluster, rendered, prepared.bundle.secrets.munge_key_path.read_bytes())
 
 
 def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:

@@ -67,10 +67,45 @@ def _check_private(path: Path) -> None:
         os.chmod(path, 0o600)
 
 
-def ensure_secrets(directory: Path) -> ClusterSecrets:
-    """Create missing secrets (never replacing existing ones) and return where they are."""
+def _refuse_home(directory: Path) -> None:
     if directory.absolute() == Path.home().absolute():
         raise RefusedError(f"{directory}: the home directory cannot be the secrets directory")
+
+
+def backup_name(name: str, stamp: str) -> str:
+    """The file a rotation keeps the secret ``name`` in: ``munge.key.STAMP.old``."""
+    return f"{name}.{stamp}.old"
+
+
+def _move_aside(directory: Path, stamp: str) -> list[Path]:
+    moves = [(directory / name, directory / backup_name(name, stamp))
+             for name in (MUNGE_KEY_FILE, DB_PASSWORD_FILE) if (directory / name).exists()]
+    for _, backup in moves:  # all checked before any is moved: a refusal leaves every secret in place
+        if os.path.lexists(backup):
+            raise RefusedError(f"{backup}: exists already; not overwriting a backup (try again in a second)")
+    for current, backup in moves:
+        os.chmod(current, 0o600)
+        os.rename(current, backup)  # the same bytes, never copied: still 0600, still only ours
+    return [backup for _, backup in moves]
+
+
+def rotate_secrets(directory: Path, stamp: str) -> tuple[ClusterSecrets, tuple[Path, ...]]:
+    """Keep the current secrets as 0600 ``NAME.STAMP.old`` files in ``directory``, make new ones,
+    and return where both are (paths only: the values are never returned or shown)."""
+    _refuse_home(directory)
+    backups: list[Path] = []
+    if directory.exists():
+        try:
+            _check_existing(directory)
+            backups = _move_aside(directory, stamp)
+        except OSError as error:
+            raise ClusterCliError(f"secrets directory {directory}: {error.strerror}") from None
+    return ensure_secrets(directory), tuple(backups)
+
+
+def ensure_secrets(directory: Path) -> ClusterSecrets:
+    """Create missing secrets (never replacing existing ones) and return where they are."""
+    _refuse_home(directory)
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         _check_existing(directory)

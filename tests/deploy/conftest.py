@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from deployed import LOCAL_INVENTORY, DeployedCluster, run_cli
+from deployed import LOCAL_INVENTORY, SECRET_MARKERS, DeployedCluster, run_cli
 
 SLURM_PORTS = (6817, 6819, 17001, 17002, 17003)
 
@@ -34,13 +34,21 @@ def _skip_reason() -> str | None:
     return None
 
 
+def _first_deploy_options() -> list[str]:
+    """Each session has new secrets (its own state home). An earlier local cluster whose secrets
+    are still marked here (a teardown without --purge, a run stopped half-way) would make the
+    secrets preflight refuse the deploy: its secrets are replaced explicitly, as an operator would
+    (docs/operations.md, "Rotate the secrets")."""
+    return ["--rotate-secrets"] if any(marker.exists() for marker in SECRET_MARKERS) else []
+
+
 @pytest.fixture(scope="session")
 def deployed_cluster(tmp_path_factory: pytest.TempPathFactory) -> DeployedCluster:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
     state_home = tmp_path_factory.mktemp("state")
-    first = run_cli(state_home, "deploy", str(LOCAL_INVENTORY))
+    first = run_cli(state_home, "deploy", str(LOCAL_INVENTORY), *_first_deploy_options())
     if first.returncode != 0:
         pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
     return DeployedCluster(LOCAL_INVENTORY, state_home, first)

@@ -10,6 +10,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
+# What a deploy leaves on this machine to say that its secrets are the cluster's (the munge and
+# slurmdbd roles, read by the secrets preflight); `teardown --purge` removes them.
+SECRET_MARKERS = (Path("/var/lib/slurm/munge-key-installed-by-cluster-cli"),
+                  Path("/var/lib/slurm/slurmdbd-conf-installed-by-cluster-cli"))
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 from cluster_cli import paths
 from cluster_cli.errors import ClusterCliError, RefusedError
-from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_BYTES, MUNGE_KEY_FILE, ensure_secrets
+from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_BYTES, MUNGE_KEY_FILE, ensure_secrets, rotate_secrets
 
 
 def mode(path: Path) -> int:
@@ -177,3 +177,35 @@ def test_the_home_directory_is_not_a_secrets_directory(tmp_path, monkeypatch):
     with pytest.raises(RefusedError, match="the home directory cannot be the secrets directory"):
         ensure_secrets(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_rotation_keeps_the_old_secrets_as_private_backups_and_makes_new_ones(tmp_path):
+    old = ensure_secrets(tmp_path)
+    key, password = old.munge_key_path.read_bytes(), old.db_password()
+    new, backups = rotate_secrets(tmp_path, "20261124-090000")
+    assert [path.name for path in backups] == [f"{MUNGE_KEY_FILE}.20261124-090000.old",
+                                               f"{DB_PASSWORD_FILE}.20261124-090000.old"]
+    assert backups[0].read_bytes() == key and backups[1].read_text().strip() == password
+    assert all(mode(path) == 0o600 for path in (*backups, new.munge_key_path, new.db_password_path))
+    assert new.munge_key_path.read_bytes() != key and new.db_password() != password
+    assert len(new.munge_key_path.read_bytes()) == MUNGE_KEY_BYTES
+
+
+def test_rotation_never_overwrites_a_backup_nor_follows_a_link(tmp_path):
+    ensure_secrets(tmp_path)
+    key = (tmp_path / MUNGE_KEY_FILE).read_bytes()
+    (tmp_path / f"{DB_PASSWORD_FILE}.same.old").write_bytes(b"an earlier backup")
+    with pytest.raises(RefusedError, match="exists already"):
+        rotate_secrets(tmp_path, "same")
+    assert (tmp_path / MUNGE_KEY_FILE).read_bytes() == key, "the key was moved before the refusal"
+    assert (tmp_path / f"{DB_PASSWORD_FILE}.same.old").read_bytes() == b"an earlier backup"
+    (tmp_path / DB_PASSWORD_FILE).unlink()
+    (tmp_path / DB_PASSWORD_FILE).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RefusedError, match="symbolic link"):
+        rotate_secrets(tmp_path, "later")
+    assert (tmp_path / MUNGE_KEY_FILE).read_bytes() == key, "a secret was moved before the refusal"
+
+
+def test_rotation_without_earlier_secrets_just_makes_them(tmp_path):
+    new, backups = rotate_secrets(tmp_path / "fresh", "stamp")
+    assert backups == () and new.munge_key_path.is_file()
