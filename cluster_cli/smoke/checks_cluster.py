@@ -191,16 +191,10 @@ echo "$SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURMD_NODENAME" > "task-$SLURM_
 ARRAY_TASKS = 4
 
 
-def _write_script(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
-
-
 def check_job_array(ctx: CheckContext) -> CheckResult:
     """A 4-task array: every task completes and writes its own index."""
     work = ctx.check_dir("job-array")
-    script = _write_script(work / "array.sh", ARRAY_SCRIPT)
+    script = ctx.write_script("job-array", "array.sh", ARRAY_SCRIPT)
     start = time.monotonic()
     job = ctx.session.sbatch(
         [
@@ -250,10 +244,10 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
     """afterok runs after a success (and only after it ends) and never after a failure."""
     work = ctx.check_dir("dependency")
     args = [*ctx.job_args("dependency"), "--ntasks=1"]
-    ok_script = _write_script(work / "ok.sh", "#!/bin/bash\nsleep 1\ndate +%s.%N > ok.end\n")
-    after_ok = _write_script(work / "after_ok.sh", "#!/bin/bash\ndate +%s.%N > after_ok.start\n")
-    bad_script = _write_script(work / "bad.sh", "#!/bin/bash\nexit 3\n")
-    after_bad = _write_script(work / "after_bad.sh", "#!/bin/bash\ntouch after_bad.ran\n")
+    ok_script = ctx.write_script("dependency", "ok.sh", "#!/bin/bash\nsleep 1\ndate +%s.%N > ok.end\n")
+    after_ok = ctx.write_script("dependency", "after_ok.sh", "#!/bin/bash\ndate +%s.%N > after_ok.start\n")
+    bad_script = ctx.write_script("dependency", "bad.sh", "#!/bin/bash\nexit 3\n")
+    after_bad = ctx.write_script("dependency", "after_bad.sh", "#!/bin/bash\ntouch after_bad.ran\n")
     out = f"--output={work}/slurm-%j.out"
     ok_job = ctx.session.sbatch([*args, out, str(ok_script)], cwd=work)
     next_job = ctx.session.sbatch([*args, out, f"--dependency=afterok:{ok_job}", str(after_ok)], cwd=work)
