@@ -18,7 +18,7 @@ from cluster_cli.smoke.context import CheckContext, job_failure
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.errors import CheckTimeout
 from cluster_cli.smoke.slurm import JobInfo, stop_process_group
-from cluster_cli.smoke.text import tail
+from cluster_cli.smoke.text import read_job_text, tail
 
 # Runs in every task of the binding check: which GPU device files this task may open.
 # errno EPERM/EACCES = denied by the devices cgroup; anything else (ENXIO for a fake device,
@@ -212,7 +212,7 @@ def check_job_array(ctx: CheckContext) -> CheckResult:
     found = {}
     for index in range(ARRAY_TASKS):
         text = (
-            (work / f"task-{index}.txt").read_text().split() if (work / f"task-{index}.txt").exists() else []
+            read_job_text(work / f"task-{index}.txt").split() if (work / f"task-{index}.txt").exists() else []
         )
         found[index] = text
     problems = [f"task {i} wrote nothing" for i, text in found.items() if not text]
@@ -226,7 +226,7 @@ def check_job_array(ctx: CheckContext) -> CheckResult:
             "job-array",
             "; ".join(problems),
             job_ids=[job],
-            output_tail=tail("\n".join(p.read_text() for p in sorted(work.glob("slurm-*.out")))),
+            output_tail=tail("\n".join(read_job_text(p) for p in sorted(work.glob("slurm-*.out")))),
         )
     return CheckResult(
         "job-array",
@@ -274,7 +274,7 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
     if infos[bad_job].state != "FAILED":
         problems.append(f"failing job {bad_job} ended {infos[bad_job].state}, expected FAILED")
     try:
-        gap = float((work / "after_ok.start").read_text()) - float((work / "ok.end").read_text())
+        gap = float(read_job_text(work / "after_ok.start")) - float(read_job_text(work / "ok.end"))
     except (OSError, ValueError):
         gap = None
         problems.append("the afterok job or its predecessor left no timestamp")
@@ -288,7 +288,7 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
             "dependency",
             "; ".join(problems),
             job_ids=jobs,
-            output_tail=tail("\n".join(p.read_text() for p in sorted(work.glob("slurm-*.out")))),
+            output_tail=tail("\n".join(read_job_text(p) for p in sorted(work.glob("slurm-*.out")))),
         )
     return CheckResult(
         "dependency",

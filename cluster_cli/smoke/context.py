@@ -12,7 +12,7 @@ from typing import Any
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.errors import NodesUnusable
 from cluster_cli.smoke.slurm import JobInfo, SlurmSession
-from cluster_cli.smoke.text import read_excerpt
+from cluster_cli.smoke.text import read_excerpt, read_job_text
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.thresholds import Thresholds
 from cluster_cli.smoke.userdir import UserDir
@@ -71,7 +71,7 @@ class CheckContext:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_job_text(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -3,7 +3,8 @@
 Each test gives a throwaway directory to ``nobody`` (uid 65534), plants a symbolic link (or swaps
 a directory) where the runner would mkdir, chown, chmod or write, points it at a root-owned
 "victim" in the same tmp directory, runs the real function as root, and checks the victim is
-untouched and the call refused or wrote safely beside the link.
+untouched and the call refused or wrote safely beside the link. Reading a job's files as root
+follows no link either, and a FIFO planted there does not block.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any
 import pytest
 
 from cluster_cli.smoke import runner, userdir
-from cluster_cli.smoke.context import CheckContext
+from cluster_cli.smoke.context import CheckContext, read_json
 from cluster_cli.smoke.errors import SmokeSetupError
 from cluster_cli.smoke.report import SmokeReport, write_json
 from cluster_cli.smoke.slurm import User
+from cluster_cli.smoke.text import read_excerpt, read_job_text
 from cluster_cli.smoke.userdir import UserDir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown to another user, act as root")
@@ -208,3 +210,22 @@ def test_write_json_does_not_write_through_a_planted_temporary_file(bed: dict[st
 def test_only_single_entries_are_written(bed: dict[str, Path]) -> None:
     with UserDir.open_work_dir(bed["work"], NOBODY) as work, pytest.raises(ValueError):
         userdir.write_file_at(work.fd, "../victim-file", b"x")
+
+
+def test_a_job_output_planted_as_a_link_is_not_read_into_the_report(bed: dict[str, Path]) -> None:
+    """Reading a planted link to a root-only file would copy it into report.json (0644, the user's)."""
+    output = bed["work"] / "slurm-7.out"
+    output.symlink_to(bed["victim_file"])
+    assert VICTIM_TEXT.decode().strip() not in read_excerpt(output)
+    assert read_json(output) is None
+    (bed["work"] / "ddp-7.json").symlink_to(bed["victim_file"])
+    bed["victim_file"].write_text('{"loss_decreased": true}')
+    assert read_json(bed["work"] / "ddp-7.json") is None
+
+
+def test_a_job_output_planted_as_a_fifo_does_not_block_the_runner(bed: dict[str, Path]) -> None:
+    output = bed["work"] / "slurm-8.out"
+    os.mkfifo(output)
+    assert "not a regular file" in read_excerpt(output)
+    with pytest.raises(OSError, match="not a regular file"):
+        read_job_text(output)
