@@ -47,6 +47,23 @@ def test_a_backup_with_its_own_state_directory_is_refused(tmp_path: Path) -> Non
     assert not (backup / MARKER).exists()
 
 
+def test_slurmctld_is_not_started_on_a_refused_backup(tmp_path: Path) -> None:
+    """configure then run, as the role does: the start command (here: touch a file) runs on the
+    primary only. The port waited for is closed, so the primary's run fails after its start."""
+    primary, backup = tmp_path / "ctl1-state", tmp_path / "ctl2-state"
+    include = [{"name": f"slurmctld {name}",
+                "ansible.builtin.include_role": {"name": "slurmctld", "tasks_from": name}} for name in ("configure", "run")]
+    extra = {**EXTRA, "__slurmctld_pending_dir": str(tmp_path / "pending"),
+             "__slurmctld_pidfile": str(tmp_path / "{{ inventory_hostname }}.pid"),
+             "__slurmctld_start": ["touch", str(tmp_path / "{{ inventory_hostname }}.started")],
+             "slurmctld_accounting_host": "", "slurmctld_port": 9, "slurmctld_wait_timeout": 1}
+    hosts = {"ctl1": {"slurmctld_state_dir": str(primary)}, "ctl2": {"slurmctld_state_dir": str(backup)}}
+    run = run_play(tmp_path / "work", {"tasks": include}, hosts, extra, groups={"slurm_controller": ["ctl1", "ctl2"]})
+    assert "The backup controller ctl2 does not share" in run.text, run.explain()
+    assert (tmp_path / "ctl1.started").exists(), run.explain()
+    assert not (tmp_path / "ctl2.started").exists()
+
+
 def test_a_backup_with_a_stale_marker_of_its_own_is_refused(tmp_path: Path) -> None:
     primary, backup = tmp_path / "ctl1-state", tmp_path / "ctl2-state"
     backup.mkdir()
@@ -65,6 +82,15 @@ def test_controllers_sharing_the_state_directory_pass_and_a_second_run_changes_n
     assert again.returncode == 0, again.explain()
     assert again.recap("ctl1")["changed"] == 0 and again.recap("ctl2")["changed"] == 0, again.explain()
     assert (shared / MARKER).read_text() == token
+
+
+def test_the_state_directory_as_deploy_passes_it_an_extra_variable_is_shared(tmp_path: Path) -> None:
+    """deploy sets slurmctld_state_dir in cluster_vars.yml (-e): the same directory on both."""
+    shared = tmp_path / "shared-state"
+    run = run_play(tmp_path / "work", CONFIGURE, {"ctl1": {}, "ctl2": {}}, {**EXTRA, "slurmctld_state_dir": str(shared)},
+                   groups={"slurm_controller": ["ctl1", "ctl2"]})
+    assert run.returncode == 0, run.explain()
+    assert (shared / MARKER).is_file()
 
 
 def test_a_single_controller_writes_no_marker(tmp_path: Path) -> None:
