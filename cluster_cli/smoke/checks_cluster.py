@@ -18,7 +18,7 @@ from cluster_cli.smoke.context import CheckContext, job_failure
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.errors import CheckTimeout
 from cluster_cli.smoke.slurm import JobInfo, stop_process_group
-from cluster_cli.smoke.text import tail
+from cluster_cli.smoke.text import read_job_text, tail
 
 # Runs in every task of the binding check: which GPU device files this task may open.
 # errno EPERM/EACCES = denied by the devices cgroup; anything else (ENXIO for a fake device,
@@ -191,16 +191,10 @@ echo "$SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURMD_NODENAME" > "task-$SLURM_
 ARRAY_TASKS = 4
 
 
-def _write_script(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
-
-
 def check_job_array(ctx: CheckContext) -> CheckResult:
     """A 4-task array: every task completes and writes its own index."""
     work = ctx.check_dir("job-array")
-    script = _write_script(work / "array.sh", ARRAY_SCRIPT)
+    script = ctx.write_script("job-array", "array.sh", ARRAY_SCRIPT)
     start = time.monotonic()
     job = ctx.session.sbatch(
         [
@@ -218,7 +212,7 @@ def check_job_array(ctx: CheckContext) -> CheckResult:
     found = {}
     for index in range(ARRAY_TASKS):
         text = (
-            (work / f"task-{index}.txt").read_text().split() if (work / f"task-{index}.txt").exists() else []
+            read_job_text(work / f"task-{index}.txt").split() if (work / f"task-{index}.txt").exists() else []
         )
         found[index] = text
     problems = [f"task {i} wrote nothing" for i, text in found.items() if not text]
@@ -232,7 +226,7 @@ def check_job_array(ctx: CheckContext) -> CheckResult:
             "job-array",
             "; ".join(problems),
             job_ids=[job],
-            output_tail=tail("\n".join(p.read_text() for p in sorted(work.glob("slurm-*.out")))),
+            output_tail=tail("\n".join(read_job_text(p) for p in sorted(work.glob("slurm-*.out")))),
         )
     return CheckResult(
         "job-array",
@@ -250,10 +244,10 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
     """afterok runs after a success (and only after it ends) and never after a failure."""
     work = ctx.check_dir("dependency")
     args = [*ctx.job_args("dependency"), "--ntasks=1"]
-    ok_script = _write_script(work / "ok.sh", "#!/bin/bash\nsleep 1\ndate +%s.%N > ok.end\n")
-    after_ok = _write_script(work / "after_ok.sh", "#!/bin/bash\ndate +%s.%N > after_ok.start\n")
-    bad_script = _write_script(work / "bad.sh", "#!/bin/bash\nexit 3\n")
-    after_bad = _write_script(work / "after_bad.sh", "#!/bin/bash\ntouch after_bad.ran\n")
+    ok_script = ctx.write_script("dependency", "ok.sh", "#!/bin/bash\nsleep 1\ndate +%s.%N > ok.end\n")
+    after_ok = ctx.write_script("dependency", "after_ok.sh", "#!/bin/bash\ndate +%s.%N > after_ok.start\n")
+    bad_script = ctx.write_script("dependency", "bad.sh", "#!/bin/bash\nexit 3\n")
+    after_bad = ctx.write_script("dependency", "after_bad.sh", "#!/bin/bash\ntouch after_bad.ran\n")
     out = f"--output={work}/slurm-%j.out"
     ok_job = ctx.session.sbatch([*args, out, str(ok_script)], cwd=work)
     next_job = ctx.session.sbatch([*args, out, f"--dependency=afterok:{ok_job}", str(after_ok)], cwd=work)
@@ -280,7 +274,7 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
     if infos[bad_job].state != "FAILED":
         problems.append(f"failing job {bad_job} ended {infos[bad_job].state}, expected FAILED")
     try:
-        gap = float((work / "after_ok.start").read_text()) - float((work / "ok.end").read_text())
+        gap = float(read_job_text(work / "after_ok.start")) - float(read_job_text(work / "ok.end"))
     except (OSError, ValueError):
         gap = None
         problems.append("the afterok job or its predecessor left no timestamp")
@@ -294,7 +288,7 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
             "dependency",
             "; ".join(problems),
             job_ids=jobs,
-            output_tail=tail("\n".join(p.read_text() for p in sorted(work.glob("slurm-*.out")))),
+            output_tail=tail("\n".join(read_job_text(p) for p in sorted(work.glob("slurm-*.out")))),
         )
     return CheckResult(
         "dependency",

@@ -20,7 +20,7 @@ from cluster_cli.smoke import judge
 from cluster_cli.smoke.context import CheckContext, job_failure, read_json
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.slurm import JobInfo
-from cluster_cli.smoke.text import read_excerpt
+from cluster_cli.smoke.text import read_excerpt, read_job_text
 
 PREEMPT_HOLD_STEP = 5
 # launch.sh prints this when a launch failed after writing its complete result.
@@ -78,7 +78,7 @@ def _finish(result: CheckResult, job: str, output: Path) -> CheckResult:
 def teardown_warnings(output: Path) -> list[str]:
     """The launches that failed after writing their complete result, as launch.sh logged them."""
     try:
-        text = output.read_text(errors="replace")
+        text = read_job_text(output)
     except OSError:
         return []
     marked = [line for line in text.splitlines() if line.startswith(TEARDOWN_WARNING)]
@@ -216,7 +216,7 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
 def _checkpoint_step(output: Path) -> int | None:
     """The step the first incarnation checkpointed at, as the sbatch script logged it."""
     try:
-        text = output.read_text(errors="replace")
+        text = read_job_text(output)
     except OSError:
         return None
     for line in text.splitlines():

@@ -12,10 +12,10 @@ from typing import Any
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.errors import NodesUnusable
 from cluster_cli.smoke.slurm import JobInfo, SlurmSession
-from cluster_cli.smoke.text import read_excerpt
+from cluster_cli.smoke.text import read_excerpt, read_job_text
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.thresholds import Thresholds
-from cluster_cli.smoke.users import make_user_dir
+from cluster_cli.smoke.userdir import UserDir
 
 
 @dataclass
@@ -23,7 +23,7 @@ class CheckContext:
     target: SmokeTarget
     session: SlurmSession
     run_id: str
-    run_dir: Path
+    run_home: UserDir
     training_dir: Path
     config: dict[str, str]
     torch_problem: str | None = None
@@ -39,10 +39,20 @@ class CheckContext:
     def job_name(self, check: str) -> str:
         return f"smoke-{self.run_id}-{check}"
 
+    @property
+    def run_dir(self) -> Path:
+        return self.run_home.path
+
     def check_dir(self, check: str) -> Path:
-        path = self.run_dir / check
-        make_user_dir(path, self.session.user)
-        return path
+        """The check's own directory in the run directory, the test user's."""
+        with self.run_home.child(check) as work:
+            return work.path
+
+    def write_script(self, check: str, name: str, text: str) -> Path:
+        """An executable script (root's, 0755) in the check's directory, written without
+        following anything the test user may have put there (see ``userdir``)."""
+        with self.run_home.child(check) as work:
+            return work.write_file(name, text.encode(), 0o755)
 
     def job_args(self, check: str) -> list[str]:
         """Options every job of a check carries: name, time limit, partition and target extras."""
@@ -61,7 +71,7 @@ class CheckContext:
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_job_text(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_cli.smoke.userdir import write_file_at
+
 REPORT_SCHEMA_VERSION = 2  # 2: each check carries ``warnings``
 
 
@@ -216,14 +218,21 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` at once; the temporary file is new (never a link someone planted)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_file_at(directory, path.name, text.encode())
+    finally:
+        os.close(directory)
+
+
+def json_text(report: SmokeReport) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
 def write_json(report: SmokeReport, path: str | Path) -> None:
-    _atomic_write(Path(path), json.dumps(report.to_dict(), indent=2) + "\n")
+    _atomic_write(Path(path), json_text(report))
 
 
 def junit_xml(report: SmokeReport, suite_name: str = "cluster-smoke") -> str:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
-import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -15,13 +13,14 @@ from typing import Literal
 
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
-from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, write_json
+from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, json_text
 from cluster_cli.smoke.errors import CheckTimeout, NodesUnusable, SmokeSetupError
 from cluster_cli.smoke.node_states import unusable_nodes
-from cluster_cli.smoke.slurm import SlurmSession
+from cluster_cli.smoke.slurm import SlurmSession, User
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.text import tail
-from cluster_cli.smoke.users import ensure_user, make_user_dir
+from cluster_cli.smoke.userdir import UserDir
+from cluster_cli.smoke.users import ensure_user
 
 TORCH_PROBE = "import torch; print(torch.__version__)"
 
@@ -62,26 +61,38 @@ def run_smoke(
     )
     config = session.show_config()
     run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    run_dir = target.work_dir / f"run-{run_id}"
-    if not target.work_dir.exists():
-        make_user_dir(target.work_dir, user)
-    make_user_dir(run_dir, user)
-    session.cwd = run_dir
-    needs_torch = target.torch_installed and any(check.needs_torch for check in checks)
-    # Only the training checks need the scripts (an installed package may not ship them).
-    training_dir = (
-        _copy_training(target.training_dir, run_dir / "training") if needs_torch else target.training_dir
-    )
-    ctx = CheckContext(target, session, run_id, run_dir, training_dir, config)
-    ctx.unusable_nodes = _unusable_nodes(session, target.nodes)
-    if needs_torch:
-        ctx.torch_problem = _probe_torch(ctx)
+    with _open_run_dir(target.work_dir, f"run-{run_id}", user) as run_home:
+        session.cwd = run_home.path
+        needs_torch = target.torch_installed and any(check.needs_torch for check in checks)
+        # Only the training checks need the scripts (an installed package may not ship them).
+        training_dir = _copy_training(target.training_dir, run_home) if needs_torch else target.training_dir
+        ctx = CheckContext(target, session, run_id, run_home, training_dir, config)
+        ctx.unusable_nodes = _unusable_nodes(session, target.nodes)
+        if needs_torch:
+            ctx.torch_problem = _probe_torch(ctx)
+        results = _run_checks(checks, ctx, progress)
+        summary = target.summary()
+        summary.update(
+            user_created=created, slurm_version=config.get("SLURM_VERSION"), cluster=config.get("ClusterName")
+        )
+        report = SmokeReport(results, started_at, time.monotonic() - start, summary, str(run_home.path))
+        run_home.write_file("report.json", json_text(report).encode())
+    return report
+
+
+def _open_run_dir(work_dir: Path, name: str, user: User) -> UserDir:
+    """The run directory, made in the work directory and held open (see ``userdir``)."""
+    with UserDir.open_work_dir(work_dir, user) as work:
+        return work.child(name)
+
+
+def _run_checks(checks: list[Check], ctx: CheckContext, progress: ProgressCallback | None) -> list[CheckResult]:
     results: list[CheckResult] = []
     try:
         for index, check in enumerate(checks):
             if progress:
                 progress(SmokeEvent("start", check.name, index, len(checks)))
-            if check.needs_torch and not target.torch_installed:
+            if check.needs_torch and not ctx.target.torch_installed:
                 result = CheckResult(check.name, Verdict.SKIP,
                                      "the training environment has no torch (training.torch_version: null)")
             else:
@@ -90,14 +101,8 @@ def run_smoke(
             if progress:
                 progress(SmokeEvent("finish", check.name, index, len(checks), result))
     finally:
-        session.cancel_by_name_prefix(f"smoke-{run_id}")
-    summary = target.summary()
-    summary.update(
-        user_created=created, slurm_version=config.get("SLURM_VERSION"), cluster=config.get("ClusterName")
-    )
-    report = SmokeReport(results, started_at, time.monotonic() - start, summary, str(run_dir))
-    write_json(report, run_dir / "report.json")
-    return report
+        ctx.session.cancel_by_name_prefix(f"smoke-{ctx.run_id}")
+    return results
 
 
 def _run_one(check: Check, ctx: CheckContext) -> CheckResult:
@@ -123,14 +128,26 @@ def _run_one(check: Check, ctx: CheckContext) -> CheckResult:
     return result
 
 
-def _copy_training(source: Path, destination: Path) -> Path:
+def _copy_training(source: Path, run_home: UserDir) -> Path:
     """Copy the scripts into the shared run directory, so every node runs the same bytes."""
     if not (source / "launch.sh").is_file():
         raise SmokeSetupError(f"training scripts not found in {source} (SmokeTarget.training_dir)")
-    shutil.copytree(source, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for path in [destination, *destination.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-    return destination
+    with run_home.child("training") as destination:
+        _copy_tree(source, destination)
+        return destination.path
+
+
+def _copy_tree(source: Path, destination: UserDir) -> None:
+    """``source`` (root's, trusted) into ``destination`` without following anything there."""
+    for entry in sorted(source.iterdir()):
+        if entry.name == "__pycache__" or entry.suffix == ".pyc":
+            continue
+        if entry.is_dir():
+            with destination.child(entry.name) as inner:
+                _copy_tree(entry, inner)
+        else:
+            mode = 0o755 if entry.stat().st_mode & 0o111 else 0o644
+            destination.write_file(entry.name, entry.read_bytes(), mode)
 
 
 def _unusable_nodes(session: SlurmSession, nodes: list[str], settle_s: float = 15.0) -> dict[str, str]:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
+
+# A file a job wrote in the test user's work directory, read as root: a link at its name is not
+# followed (one planted to a root-only file would put that file into the report), and a FIFO
+# planted there does not block the open.
+JOB_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def tail(text: str, lines: int = 30) -> str:
@@ -36,10 +44,24 @@ def excerpt(text: str, lines: int = 40) -> str:
     return "\n[...]\n".join("\n".join(part) for part in parts)
 
 
+def open_job_file(path: Path) -> BinaryIO:
+    """Open a job's file for reading: regular files only, the last component not followed."""
+    fd = os.open(path, JOB_FILE_FLAGS)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
+def read_job_text(path: Path) -> str:
+    with open_job_file(path) as handle:
+        return handle.read().decode(errors="replace")
+
+
 def read_excerpt(path: Path, lines: int = 40) -> str:
     """``excerpt`` of a job output file (its first 256 KiB and last 64 KiB)."""
     try:
-        with open(path, "rb") as handle:
+        with open_job_file(path) as handle:
             head = handle.read(256 * 1024)
             size = handle.seek(0, os.SEEK_END)
             if size > len(head):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 from cluster_cli.smoke.errors import SmokeSetupError
 from cluster_cli.smoke.slurm import User
@@ -51,10 +50,3 @@ def _create_group(name: str, gid: int) -> None:
     if done.returncode != 0:
         raise SmokeSetupError(f"groupadd {name} failed: {done.stderr.strip()}")
 
-
-def make_user_dir(path: Path, user: User) -> None:
-    """Create ``path`` (and parents) and hand the leaf to the user, so jobs can write there."""
-    path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(path, user.uid, user.gid)
-    path.chmod(0o755)

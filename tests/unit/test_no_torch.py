@@ -61,7 +61,6 @@ def test_training_checks_skip_with_the_reason_without_running_a_job(monkeypatch:
     import cluster_cli.smoke.runner as runner
     monkeypatch.setattr(runner, "SlurmSession", FakeSession)
     monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
-    monkeypatch.setattr(runner, "make_user_dir", lambda path, user: path.mkdir(parents=True, exist_ok=True))
     monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {})
     monkeypatch.setattr(runner, "_run_one", lambda check, ctx: started.append(check.name))
     report = run_smoke(target, torch_checks)
