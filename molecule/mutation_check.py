@@ -54,6 +54,7 @@ T_MUNGE_KEY = "test_20_security.py::test_munge_key_is_the_same_private_file_ever
 T_DBD_CONF = "test_20_security.py::test_slurmdbd_conf_is_private_to_slurm_and_only_on_the_database_host"
 T_DIRS = "test_20_security.py::test_state_spool_and_log_directories_have_safe_owners_and_modes"
 T_NO_SECRET = "test_20_security.py::test_check_diff_and_the_deploy_logs_hold_no_secret"
+T_OTHER_SECRETS = "test_20_security.py::test_a_deploy_with_other_secrets_is_refused_naming_every_host"
 T_NO_JOB_SSH = "test_25_isolation.py::test_a_user_without_a_job_on_the_node_is_refused_ssh"
 T_OWN_JOBS = "test_25_isolation.py::test_a_user_sees_only_their_own_jobs"
 T_NO_ASSOCIATION = "test_25_isolation.py::test_a_job_from_a_user_without_an_association_is_rejected"
@@ -114,6 +115,12 @@ MUTATIONS = [
                     '    mode: "0600"\n')),
     Mutation("state-dir-0755", "slurmctld role leaves StateSaveLocation 0755 instead of 0700",
              (T_DIRS,), patch=("roles/slurmctld/tasks/configure.yml", 'mode: "0700"', 'mode: "0755"')),
+    Mutation("no-secrets-preflight", "the munge role's preflight lets a host keep or take another munge key",
+             (T_OTHER_SECRETS,),
+             patch=("roles/munge/tasks/key_check.yml", "that: __munge_key_mismatched | length == 0", "that: true"),
+             # the mutant's deploy put the other secrets' key on every host, marked as the cluster's
+             cleanup="rm -f /var/lib/slurm/munge-key-installed-by-cluster-cli "
+                     "/var/lib/slurm/slurmdbd-conf-installed-by-cluster-cli"),
     Mutation("no-pam-slurm-adopt", "slurmd role leaves pam_slurm_adopt out of /etc/pam.d/sshd",
              (T_NO_JOB_SSH,),
              patch=("roles/slurmd/tasks/pam_adopt.yml",

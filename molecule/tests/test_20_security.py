@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ClusterView, changed_count
 
 from cluster_cli.build import secrets_dir_for
@@ -156,3 +157,21 @@ def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> Non
     if view.database is not None:
         held = view.run(view.database, f"cat {conf}").stdout
         assert f"StoragePass={_secret_forms(view)['database password'].decode()}" in held
+
+
+def test_a_deploy_with_other_secrets_is_refused_naming_every_host(view: ClusterView, tmp_path: Path) -> None:
+    """As from another control node, user or HOME: new secrets are generated, and the preflight
+    refuses before any host changes, naming every host whose key is not this control node's."""
+    document = yaml.safe_load(view.inventory_path.read_text())
+    document["secrets"] = {"dir": str(tmp_path / "other-secrets")}
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(document, sort_keys=False))
+    before = {name: _sha256(view, name, "/etc/munge/munge.key") for name in view.hosts}
+    done = view.cli("deploy", "--build-dir", str(tmp_path / "build"), str(other), check=False)
+    message = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1 and "The munge key on " in message, message[-3000:]
+    refusal = message[message.index("The munge key on "):][:300]
+    assert all(name in refusal for name in view.hosts), refusal
+    assert "--rotate-secrets" in message
+    after = {name: _sha256(view, name, "/etc/munge/munge.key") for name in view.hosts}
+    assert after == before, "a host's munge key was replaced"
