@@ -134,10 +134,11 @@ def _secret_forms(view: ClusterView) -> dict[str, bytes]:
 
 
 def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> None:
-    # A drifted password line in slurmdbd.conf gives --diff a change to show, right at the secret.
+    # A drifted line beside the password in slurmdbd.conf gives --diff a change to show, with the
+    # secret in its context. (A drifted password itself is refused by the secrets preflight.)
     conf = f"{view.cluster.inventory.slurm.paths.conf_dir}/slurmdbd.conf"
     if view.database is not None:
-        view.run(view.database, f"cp -p {conf} {conf}.orig && sed -i 's/^StoragePass=.*/StoragePass=drifted/' {conf}")
+        view.run(view.database, f"cp -p {conf} {conf}.orig && sed -i 's/^StoragePort=.*/StoragePort=3307/' {conf}")
     try:
         dry_run = view.deploy("--check", "--diff", "--full")  # Ansible's check mode; --check alone is the plan
     finally:
