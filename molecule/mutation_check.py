@@ -178,7 +178,10 @@ class Session:
             raise RuntimeError(f"molecule {step} -s {self.scenario} failed; log: {self.log}")
 
     def deploy(self, tree: Path, inventory: Path, build_dir: Path) -> bool:
-        argv = [sys.executable, "-m", "cluster_cli", "deploy", "--build-dir", str(build_dir), str(inventory)]
+        """Every task on every host (--full): a mutated role is no change the plan can see, so the
+        plan's short path would deploy nothing."""
+        argv = [sys.executable, "-m", "cluster_cli", "deploy", "--full", "--build-dir", str(build_dir),
+                str(inventory)]
         return self._run(argv, tree).returncode == 0
 
     def run_tests(self, tree: Path, inventory: Path, build_dir: Path, tests: list[str], label: str) -> dict[str, str]:
