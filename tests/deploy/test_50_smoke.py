@@ -108,7 +108,8 @@ def test_the_gpu_over_request_probe_tells_impossible_from_busy(deployed_cluster:
     # gpu-binding's over-request must be refused because it can never run, not because the nodes
     # are busy: `srun --test-only` says which; `--immediate` (used before) fails in both cases.
     hold = subprocess.run(
-        ["sbatch", "--parsable", "--nodes=3", "--exclusive", "--job-name=hold", "--wrap", "sleep 120"],
+        ["sbatch", "--parsable", "--nodes=3", "--exclusive", "--job-name=hold", "--output=/dev/null",
+         "--wrap", "sleep 120"],
         capture_output=True, text=True, timeout=30, check=True,
     ).stdout.strip().split(";")[0]
     try:
