@@ -96,6 +96,8 @@ def test_every_task_touching_the_database_password_is_no_log() -> None:
     secret = re.compile(r"slurmdbd_storage_pass|__slurmdbd_sql_pass|slurmdbd\.conf")
     for role in ROLES + LIBRARIES:
         for path, task in tasks_of(role):
+            if "block" in task:  # its tasks are checked one by one
+                continue
             body = yaml.safe_dump({key: value for key, value in task.items() if key != "name"})
             if secret.search(body) and "ansible.builtin.assert" not in task or "StoragePass" in body:
                 assert task.get("no_log") is True, f"{path}: {task.get('name')} handles the password without no_log"
