@@ -111,7 +111,15 @@ def _json_parts(value: Any, newline: str, parts: list[str], keys: dict[Any, str]
             if quoted is None:
                 quoted = keys[key] = _quote(key if isinstance(key, str) else _json_key(key)) + ": "
             separator += quoted
-        scalar = _quote(item) if item.__class__ is str else _json_scalar(item)
+        kind = item.__class__  # the common kinds first, without a call
+        if kind is str:
+            scalar = _quote(item)
+        elif kind is int:
+            scalar = int.__repr__(item)
+        elif kind is dict or kind is list:
+            scalar = None
+        else:
+            scalar = _json_scalar(item)
         if scalar is None:
             parts.append(separator)
             _json_parts(item, inner, parts, keys)
