@@ -6,8 +6,10 @@ inventory. Errors become messages and exit codes in one place, ``ClusterCliGroup
 
 from __future__ import annotations
 
+import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,20 @@ def _smoke_exit_code(error: Exception) -> ExitCode | None:
     return next((code for kind, code in codes.items() if isinstance(error, kind)), None)
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while an inventory is read and rendered: nearly every object made
+    then lives to the end, and the collector's passes over them grow with the heap (a third of the
+    CPU time of a 50,000-node render). Reference counting still frees what is dropped."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 inventory_argument = click.argument("inventory", type=click.Path(dir_okay=False, path_type=Path))
 
 
@@ -75,7 +91,8 @@ def main() -> None:
 def validate(inventory: Path, quiet: bool) -> None:
     """Check an inventory; report every problem as file:line: field: message."""
     from cluster_cli.loader import load_cluster
-    cluster = load_cluster(inventory)
+    with _no_cycle_collection():
+        cluster = load_cluster(inventory)
     if not quiet:
         groups = len(cluster.inventory.node_groups)
         gpus = sum(node.group.gpus.count for node in cluster.nodes if node.group.gpus)
@@ -100,9 +117,10 @@ def render(inventory: Path, output: Path | None) -> None:
     from cluster_cli.build import build_bundle, secrets_dir_for
     from cluster_cli.loader import load_cluster
     from cluster_cli.paths import default_build_dir
-    cluster = load_cluster(inventory)
-    target = output or default_build_dir(cluster.name)
-    bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
+    with _no_cycle_collection():
+        cluster = load_cluster(inventory)
+        target = output or default_build_dir(cluster.name)
+        bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
     for item in bundle.files:
         note = " (0600, holds a secret)" if item.secret else ""
         click.echo(f"wrote {bundle.directory / item.path}{note}")
