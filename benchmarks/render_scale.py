@@ -211,9 +211,11 @@ class Runs:
 def run_cli(tree: Path, args: list[str], state: Path) -> tuple[float, float, float]:
     """Run ``python -m cluster_cli ARGS`` with TREE first on the path; wall s, CPU s, peak RSS MB."""
     env = dict(os.environ, PYTHONPATH=str(tree), XDG_STATE_HOME=str(state))
+    # as an installed cluster-cli runs: from byte code compiled once (pip compiles it), not from source
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     pid = os.posix_spawn(
-        sys.executable, [sys.executable, "-m", "cluster_cli", *args], env,
+        sys.executable, [sys.executable, "-P", "-m", "cluster_cli", *args], env,  # -P: TREE, not the current directory
         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)],
     )
     _, status, usage = os.wait4(pid, 0)
@@ -354,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         for shape, text in texts.items():
             paths[shape] = root / f"{shape}.yaml"
             paths[shape].write_text(text)
+        for tree in trees.values():  # a first run compiles the byte code, as installing does
+            run_cli(tree, ["render", str(paths[shapes[0]]), "-o", str(root / "warm-up")], root / "state")
         for _ in range(options.runs):  # interleaved: changing load affects every point alike
             for label, tree in trees.items():
                 results[label]["version"].add(*run_cli(tree, ["--version"], root / "state"))
