@@ -64,7 +64,7 @@ def _expand_bracket(body: str, expression: str) -> list[str]:
             # counted before the names are built: `[1-999999,1-999999,...]` must not fill memory
             raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
         width = len(low_text)
-        values.extend(str(number).zfill(width) for number in range(low, high + 1))
+        values.extend(map(f"{{:0{width}d}}".format, range(low, high + 1)))  # zero-padded to the width
     return values
 
 
@@ -124,6 +124,22 @@ def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, int(chunk), chunk) if chunk.isdigit() else (1, 0, chunk) for chunk in _CHUNKS.findall(text))
 
 
+def _single_run(digit_strings: list[str]) -> tuple[str, int, int, int] | None:
+    """The one run (first digits, first value, width, count) that digit strings all of one width
+    make when their distinct values leave no gap (a group's names, a /24 of addresses), found
+    without a sort of tuples; None otherwise."""
+    width = len(digit_strings[0])
+    if any(len(digits) != width for digits in digit_strings):
+        return None
+    distinct = set(digit_strings)
+    if not "".join(distinct).isascii():
+        return None  # other scripts' digits: their text does not sort by value
+    first, last = min(distinct), max(distinct)  # one width: the order of the text is that of the value
+    if int(last) - int(first) + 1 != len(distinct):
+        return None
+    return first, int(first), width, len(distinct)
+
+
 def compress(names: Iterable[str]) -> str:
     """Compress names into the shortest sorted hostlist expression this grouping allows.
 
@@ -145,10 +161,15 @@ def compress(names: Iterable[str]) -> str:
             numbered[(match.group(1), match.group(3))].append(match.group(2))
     pieces: list[tuple[tuple[object, ...], str]] = [((_natural(name), (), -1), name) for name in plain]
     for (prefix, suffix), digit_strings in numbered.items():
-        # by value, then the shorter spelling first: 1 before 01
-        values = sorted({(int(digits), len(digits), digits) for digits in digit_strings})
         runs: list[tuple[str, int, int, int]] = []  # first digits, first value, width, count
-        for number, length, digits in values:
+        single = _single_run(digit_strings)
+        if single is not None:
+            runs.append(single)
+            values = [(single[1], single[2], single[0])]
+        else:
+            # by value, then the shorter spelling first: 1 before 01
+            values = sorted({(int(digits), len(digits), digits) for digits in digit_strings})
+        for number, length, digits in values if single is None else ():
             if runs:
                 first, start, width, count = runs[-1]
                 # the run goes on with the next number, written at the run's width
