@@ -82,18 +82,11 @@ def _compress(names: list[str], prefix: str, width: int) -> str:
 
 def groups_text(groups: int, group_size: int) -> str:
     """The ``groups-N``/``small-N`` shapes: many groups, a deep tree, four overlapping partitions."""
+    hosts_end = render_10k.HEADER.index("controllers: {primary: ctl1, backup: ctl2}")
     lines = [
-        "cluster_name: scalebench",
-        "ssh:",
-        "  user: ansible",
-        "hosts:",
-        "  - {name: ctl1, address: 10.0.0.11}",
-        "  - {name: ctl2, address: 10.0.0.12}",
-        "  - {name: db1, address: 10.0.0.13}",
-        "  - {name: login1, address: 10.0.0.20}",
+        *render_10k.HEADER[:hosts_end],
         "  - {name: login2, address: 10.0.0.21}",
-        "controllers: {primary: ctl1, backup: ctl2}",
-        "accounting: {host: db1, users: [alice, bob]}",
+        *render_10k.HEADER[hosts_end:],
         "login: [login1, login2]",
         "node_groups:",
     ]
@@ -146,21 +139,7 @@ def groups_text(groups: int, group_size: int) -> str:
     leaf_names = [f"leaf{i:04d}" for i in range(1, len(leaves) + 1)]
     for leaf, members in zip(leaf_names, leaves):
         lines += [f"    - name: {leaf}", f"      nodes: {members}"]
-    spines = []
-    for start in range(0, len(leaf_names), LEAVES_PER_SPINE):
-        spine = f"spine{len(spines) + 1:03d}"
-        spines.append(spine)
-        chunk = leaf_names[start : start + LEAVES_PER_SPINE]
-        lines += [f"    - name: {spine}", f"      switches: leaf[{chunk[0][4:]}-{chunk[-1][4:]}]"]
-    lines += ["    - name: core", f"      switches: spine[{spines[0][5:]}-{spines[-1][5:]}]"]
-    lines += [
-        "slurm:",
-        "  configless: true",
-        "  conf:",
-        "    MaxJobCount: 100000",
-        "nccl:",
-        "  env: {NCCL_SOCKET_IFNAME: bond0, NCCL_IB_HCA: mlx5}",
-    ]
+    lines += render_10k.upper_switches(leaf_names, LEAVES_PER_SPINE, 3) + render_10k.TRAILER
     return "\n".join(lines) + "\n"
 
 
@@ -311,23 +290,10 @@ def section(trees: dict[str, Path], results: dict, facts: dict, runs: int, host:
             f"shape: " + "; ".join(fits) + "."
         ),
         "",
-        (
-            f"Machine: {host['nproc']} CPUs (`nproc`), {host['memory']} memory, {host['cpu']}; {host['python']}; "
-            f"measured {host['date']}, load average {host['load']} (1, 5, 15 min) at the end: wall-clock time "
-            "includes waiting for a CPU when other work shares the machine, CPU time does not."
-        ),
+        render_10k.machine_line(host, "at the end"),
         "",
     ]
     return "\n".join(lines)
-
-
-def write_section(text: str) -> None:
-    saved = render_10k.HEADING
-    render_10k.HEADING = HEADING
-    try:
-        render_10k.write_section(text)
-    finally:
-        render_10k.HEADING = saved
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     text = section(trees, results, facts, options.runs, host)
     print(text)
     if not options.no_write:
-        write_section(text)
+        render_10k.write_section(text, HEADING)
         print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 
