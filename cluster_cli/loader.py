@@ -181,7 +181,8 @@ def _compose_checked(text: str, file: str, loader: type) -> tuple[Any, yaml.Node
     _check_nesting(text, file, loader)
     root = yaml.compose(text, Loader=loader)
     if root is not None:
-        _check_expansion(root, file)
+        if "&" in text:  # without an anchor (&name) there is no alias: no node is written twice
+            _check_expansion(root, file)
         _check_duplicates(root, file)
     # the data is built from the composed nodes, not from a second parse of the text
     data = yaml.constructor.SafeConstructor().construct_document(root) if root is not None else None
