@@ -21,6 +21,10 @@ class HostlistError(ValueError):
 
 
 def _split_top_level(expression: str) -> list[str]:
+    if "," not in expression:  # one name, with at most one bracket group in order: nothing to split or refuse
+        opening, closing = expression.count("["), expression.count("]")
+        if opening == closing == 0 or (opening == closing == 1 and expression.index("[") < expression.index("]")):
+            return [expression]
     parts: list[str] = []
     depth = 0
     current: list[str] = []
@@ -97,7 +101,7 @@ def expand(expression: str) -> list[str]:
         part = part.strip()
         if not part:
             raise HostlistError(f"empty name in {expression!r}")
-        if any(char.isspace() for char in part):
+        if part.split() != [part]:  # str.split() cuts at the very characters str.isspace() names
             raise HostlistError(f"white space inside name {part!r}")
         names.extend(_expand_name(part, expression))
         if len(names) > MAX_EXPANSION:
