@@ -304,7 +304,8 @@ def section(trees: dict[str, Path], results: dict, facts: dict, runs: int, host:
             f"{cpu_10k[worst]:.2f} s CPU)."
         ),
         "",
-        "Growth: CPU time fitted as fixed + per node between the two sizes of each shape:",
+        "Growth: CPU time fitted as fixed + per node between the two sizes of each shape (a fixed part below "
+        "zero: faster than linear growth):",
         "",
         "| shape | verb | " + " | ".join(f"{label}: fixed | {label}: per node" for label in labels) + " |",
         "|---|---|" + "---|---|" * len(labels),
