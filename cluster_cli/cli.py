@@ -6,60 +6,58 @@ inventory. Errors become messages and exit codes in one place, ``ClusterCliGroup
 
 from __future__ import annotations
 
-import json
+import gc
 import sys
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from cluster_cli import __version__
-from cluster_cli import deploy as deploy_steps
-from cluster_cli import nodes as node_steps
-from cluster_cli import rotation
-from cluster_cli import upgrade as upgrade_steps
-from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure
-from cluster_cli.build import build_bundle, secrets_dir_for
-from cluster_cli.confirm import require_confirmation
 from cluster_cli.errors import ClusterCliError, ExitCode
-from cluster_cli.cluster import Cluster
-from cluster_cli.loader import load_cluster
-from cluster_cli.model import Inventory
-from cluster_cli.paths import default_build_dir
-from cluster_cli.host_files import HostFile
-from cluster_cli.plan import Impact, Plan
-from cluster_cli.probe import probe_cluster
-from cluster_cli.progress import (
-    PlaybookProgress,
-    SmokeProgress,
-    node_table,
-    print_plan,
-    summary_line,
-    summary_table,
-)
-from cluster_cli.smoke import (
-    CHECKS,
-    SmokeSetupError,
-    UnknownCheckError,
-    format_table,
-    run_smoke,
-    write_json,
-    write_junit,
-)
-from cluster_cli.smoke.registry import select as select_checks
-from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
-from cluster_cli.smoke_control.target import smoke_target
-from cluster_cli.status import collect_status
-from cluster_cli.upgrade import DEFAULT_BACKUP_DIR
+from cluster_cli.paths import DEFAULT_BACKUP_DIR
 
-# The smoke package is stdlib-only (it runs on submit hosts), so its errors are not
-# ClusterCliErrors; their exit codes are set here.
-SMOKE_EXIT_CODES: dict[type[Exception], ExitCode] = {
-    UnknownCheckError: ExitCode.INVALID,
-    SmokeSetupError: ExitCode.FAILURE,
-}
+# Each verb imports what it needs when it runs (pydantic, YAML, rich, the deploy machinery): `--version`,
+# `--help` and `render` start without the rest (tests/unit/test_cli_imports.py keeps it so).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cluster_cli import deploy as deploy_steps
+    from cluster_cli import upgrade as upgrade_steps
+    from cluster_cli.ansible.runner import PlaybookOptions, PlaybookResult, TaskFailure
+    from cluster_cli.cluster import Cluster
+    from cluster_cli.host_files import HostFile
+    from cluster_cli.plan import Plan
+
+
+def _smoke_exit_code(error: Exception) -> ExitCode | None:
+    """The smoke package is stdlib-only (it runs on submit hosts), so its errors are not
+    ClusterCliErrors; their exit codes are set here (none before the package was imported)."""
+    errors = sys.modules.get("cluster_cli.smoke.errors")
+    if errors is None:
+        return None
+    codes: dict[type[Exception], ExitCode] = {
+        errors.UnknownCheckError: ExitCode.INVALID,
+        errors.SmokeSetupError: ExitCode.FAILURE,
+    }
+    return next((code for kind, code in codes.items() if isinstance(error, kind)), None)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while an inventory is read and rendered: nearly every object made
+    then lives to the end, and the collector's passes over them grow with the heap (a third of the
+    CPU time of a 50,000-node render). Reference counting still frees what is dropped."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
 
 inventory_argument = click.argument("inventory", type=click.Path(dir_okay=False, path_type=Path))
 
@@ -73,9 +71,12 @@ class ClusterCliGroup(click.Group):
         except ClusterCliError as error:
             click.echo(error.report(), err=True)
             ctx.exit(error.exit_code)
-        except tuple(SMOKE_EXIT_CODES) as error:
+        except Exception as error:
+            code = _smoke_exit_code(error)
+            if code is None:
+                raise
             click.echo(f"error: {error}", err=True)
-            ctx.exit(next(code for kind, code in SMOKE_EXIT_CODES.items() if isinstance(error, kind)))
+            ctx.exit(code)
 
 
 @click.group(cls=ClusterCliGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,7 +90,9 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def validate(inventory: Path, quiet: bool) -> None:
     """Check an inventory; report every problem as file:line: field: message."""
-    cluster = load_cluster(inventory)
+    from cluster_cli.loader import load_cluster
+    with _no_cycle_collection():
+        cluster = load_cluster(inventory)
     if not quiet:
         groups = len(cluster.inventory.node_groups)
         gpus = sum(node.group.gpus.count for node in cluster.nodes if node.group.gpus)
@@ -111,9 +114,13 @@ def validate(inventory: Path, quiet: bool) -> None:
 )
 def render(inventory: Path, output: Path | None) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf and the Ansible inventory."""
-    cluster = load_cluster(inventory)
-    target = output or default_build_dir(cluster.name)
-    bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
+    from cluster_cli.build import build_bundle, secrets_dir_for
+    from cluster_cli.loader import load_cluster
+    from cluster_cli.paths import default_build_dir
+    with _no_cycle_collection():
+        cluster = load_cluster(inventory)
+        target = output or default_build_dir(cluster.name)
+        bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
     for item in bundle.files:
         note = " (0600, holds a secret)" if item.secret else ""
         click.echo(f"wrote {bundle.directory / item.path}{note}")
@@ -149,6 +156,9 @@ def _run_playbook(
     inventory: Path, playbook: str, title: str, build_dir: Path | None, options: PlaybookOptions,
     verbose: int, extra_vars: dict[str, object] | None = None,
 ) -> PlaybookResult:
+    from cluster_cli import deploy as deploy_steps
+    from cluster_cli.loader import load_cluster
+    from rich.console import Console
     cluster = load_cluster(inventory)
     console = Console(highlight=False)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
@@ -167,6 +177,8 @@ def _run_prepared(
     verbose: int, extra_vars: dict[str, object] | None = None,
     log_role: Callable[[TaskFailure], str | None] | None = None,
 ) -> PlaybookResult:
+    from cluster_cli import deploy as deploy_steps
+    from cluster_cli.progress import PlaybookProgress, summary_line, summary_table
     progress = PlaybookProgress(console, verbose=verbose > 0)
     extra_files = deploy_steps.write_extra_vars(prepared, extra_vars) if extra_vars else None
     try:
@@ -189,6 +201,8 @@ def _print_failures(
 ) -> None:
     """Each failure with its host and task, and the last lines of the daemon logs it concerns
     (the task's role, or ``log_role``'s answer for tasks outside the roles)."""
+    from cluster_cli import deploy as deploy_steps
+    from dataclasses import replace
     for failure in result.failures:
         if log_role is not None:
             failure = replace(failure, role=log_role(failure) or failure.role)
@@ -213,6 +227,10 @@ def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None
     Exit 0: nothing to change; 3: changes pending; 1: a host could not be probed or holds
     another cluster's state; 2: invalid inventory.
     """
+    import json
+    from cluster_cli import deploy as deploy_steps, rotation
+    from cluster_cli.loader import load_cluster
+    from rich.console import Console
     cluster = load_cluster(inventory)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     found, _ = deploy_steps.current_plan(prepared)
@@ -250,6 +268,12 @@ def deploy(
 
     --check prints the plan and changes nothing (with --full: Ansible's check mode).
     """
+    from cluster_cli import deploy as deploy_steps, rotation
+    from cluster_cli.ansible.runner import PlaybookOptions
+    from cluster_cli.loader import load_cluster
+    from cluster_cli.plan import Impact
+    from cluster_cli.progress import print_plan
+    from rich.console import Console
     if rotate_secrets:
         rotation.check_scope(limit, tags)
     cluster = load_cluster(inventory)
@@ -298,6 +322,8 @@ def _print_plan(
     console: Console, found: Plan, diff: bool, rotating: Cluster | None, dry_run: bool,
 ) -> None:
     """The plan, and what a rotation of the secrets adds to it (``rotating``: its cluster)."""
+    from cluster_cli import rotation
+    from cluster_cli.progress import print_plan
     print_plan(console, found, diff)
     for line in rotation.plan_lines(rotating, dry_run) if rotating else []:
         console.print(line, markup=False, soft_wrap=True)
@@ -308,6 +334,7 @@ def _rotate(
 ) -> tuple[deploy_steps.Prepared, dict[str, list[HostFile]]]:
     """New secrets (the old kept beside them), the build rendered again with them, and the files
     each host should then hold."""
+    from cluster_cli import deploy as deploy_steps, rotation
     rotated = deploy_steps.prepare(prepared.cluster, inventory, build_dir, rotation.new_stamp())
     console.print(rotation.kept_line(rotated.bundle.rotated), markup=False, soft_wrap=True)
     return rotated, deploy_steps.expected_files(rotated)
@@ -325,6 +352,10 @@ def _rotate(
 def teardown(inventory: Path, purge: bool, yes_name: str | None, backup_dir: str, limit: str | None,
              verbose: int) -> None:
     """Stop every daemon of a (test) cluster; --purge also deletes its state, after asking."""
+    from cluster_cli import upgrade as upgrade_steps
+    from cluster_cli.ansible.runner import PlaybookOptions
+    from cluster_cli.confirm import require_confirmation
+    from cluster_cli.loader import load_cluster
     extra_vars: dict[str, object] = {"teardown_purge": purge}
     if purge:
         cluster = load_cluster(inventory)
@@ -359,6 +390,11 @@ def upgrade(
     Exit 0: done (or nothing to upgrade); 1: a step failed (host, task and daemon log shown);
     2: refused by the preflight (nothing upgraded).
     """
+    from cluster_cli import deploy as deploy_steps, upgrade as upgrade_steps
+    from cluster_cli.confirm import require_confirmation
+    from cluster_cli.loader import load_cluster
+    from cluster_cli.probe import probe_cluster
+    from rich.console import Console
     cluster = load_cluster(inventory)
     target = upgrade_steps.target_version(cluster, to_version)
     console = Console(highlight=False)
@@ -398,6 +434,8 @@ def _run_upgrade(
     console: Console, prepared: deploy_steps.Prepared, run: upgrade_steps.UpgradeRun, verbose: int,
 ) -> None:
     """The hosts' own preflight (refusal: exit 2), then the upgrade (failure: exit 1)."""
+    from cluster_cli import upgrade as upgrade_steps
+    from cluster_cli.ansible.runner import PlaybookOptions
     verbosity = max(verbose - 1, 0)
     try:
         _run_prepared(console, prepared, "upgrade.yml", "Upgrade preflight", PlaybookOptions(
@@ -413,6 +451,11 @@ def _run_upgrade(
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(inventory: Path, as_json: bool) -> None:
     """Controller, node states and accounting, as the cluster reports them (exit 1 if unhealthy)."""
+    import json
+    from cluster_cli.loader import load_cluster
+    from cluster_cli.progress import node_table
+    from cluster_cli.status import collect_status
+    from rich.console import Console
     report = collect_status(load_cluster(inventory))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
@@ -452,6 +495,13 @@ def smoke(
     Jobs are submitted from the submit host: here when its connection is local, otherwise over
     SSH (the suite is copied there for the run and removed afterwards).
     """
+    from cluster_cli.loader import load_cluster
+    from cluster_cli.progress import SmokeProgress
+    from cluster_cli.smoke import CHECKS, format_table, run_smoke, write_json, write_junit
+    from cluster_cli.smoke.registry import select as select_checks
+    from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
+    from cluster_cli.smoke_control.target import smoke_target
+    from rich.console import Console
     if list_checks:
         for check in CHECKS:
             click.echo(f"{check.name:18} {check.summary}")
@@ -495,6 +545,10 @@ def nodes() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the nodes as JSON.")
 def nodes_list(inventory: Path, as_json: bool) -> None:
     """Each node's state, drain reason, who set it and when (as slurmctld reports them)."""
+    import json
+    from cluster_cli import nodes as node_steps
+    from cluster_cli.loader import load_cluster
+    from dataclasses import asdict
     found = node_steps.list_nodes(load_cluster(inventory))
     if as_json:
         click.echo(json.dumps([asdict(node) for node in found], indent=2, sort_keys=True))
@@ -510,6 +564,8 @@ def nodes_list(inventory: Path, as_json: bool) -> None:
 @click.option("--reason", required=True, help="Why (stored as 'cluster-cli: REASON').")
 def nodes_drain(inventory: Path, names: str, reason: str) -> None:
     """Drain NAMES (a hostlist, e.g. gpu[001-004]): running jobs finish, no new ones start."""
+    from cluster_cli import nodes as node_steps
+    from cluster_cli.loader import load_cluster
     cluster = load_cluster(inventory)
     selected = node_steps.select(cluster, names)
     stored = node_steps.drain(cluster, selected, reason)
@@ -522,6 +578,8 @@ def nodes_drain(inventory: Path, names: str, reason: str) -> None:
 @click.option("--force", is_flag=True, help="Also lift drains that cluster-cli did not set.")
 def nodes_resume(inventory: Path, names: str, force: bool) -> None:
     """Resume NAMES; a drain someone else set is refused without --force (exit 2)."""
+    from cluster_cli import nodes as node_steps
+    from cluster_cli.loader import load_cluster
     cluster = load_cluster(inventory)
     resumed = node_steps.resume(cluster, node_steps.select(cluster, names), force)
     click.echo(f"resumed {', '.join(resumed)}" if resumed else "nothing to resume")
@@ -530,6 +588,8 @@ def nodes_resume(inventory: Path, names: str, force: bool) -> None:
 @main.command()
 def schema() -> None:
     """Print the inventory's JSON Schema (for editors and CI linting)."""
+    import json
+    from cluster_cli.model import Inventory
     document = Inventory.model_json_schema()
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "cluster-cli inventory"

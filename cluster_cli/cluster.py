@@ -10,8 +10,9 @@ their problems together.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-from cluster_cli.model import Inventory
+from cluster_cli.model import Inventory, NodeGroup
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.configless import check_configless
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
@@ -42,6 +43,17 @@ class Cluster:
 
     def node(self, name: str) -> SlurmNode:
         return next(node for node in self.nodes if node.name == name)
+
+    def group_nodes(self, group: NodeGroup) -> list[SlurmNode]:
+        """The nodes of ``group``, in node order (grouped in one pass over all nodes, not one per group)."""
+        return self._nodes_by_group.get(id(group), [])
+
+    @cached_property
+    def _nodes_by_group(self) -> dict[int, list[SlurmNode]]:
+        by_group: dict[int, list[SlurmNode]] = {}
+        for node in self.nodes:
+            by_group.setdefault(id(node.group), []).append(node)
+        return by_group
 
 
 def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "<inventory>") -> Cluster:

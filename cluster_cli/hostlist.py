@@ -21,6 +21,10 @@ class HostlistError(ValueError):
 
 
 def _split_top_level(expression: str) -> list[str]:
+    if "," not in expression:  # one name, with at most one bracket group in order: nothing to split or refuse
+        opening, closing = expression.count("["), expression.count("]")
+        if opening == closing == 0 or (opening == closing == 1 and expression.index("[") < expression.index("]")):
+            return [expression]
     parts: list[str] = []
     depth = 0
     current: list[str] = []
@@ -64,7 +68,7 @@ def _expand_bracket(body: str, expression: str) -> list[str]:
             # counted before the names are built: `[1-999999,1-999999,...]` must not fill memory
             raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
         width = len(low_text)
-        values.extend(str(number).zfill(width) for number in range(low, high + 1))
+        values.extend(map(f"{{:0{width}d}}".format, range(low, high + 1)))  # zero-padded to the width
     return values
 
 
@@ -97,7 +101,7 @@ def expand(expression: str) -> list[str]:
         part = part.strip()
         if not part:
             raise HostlistError(f"empty name in {expression!r}")
-        if any(char.isspace() for char in part):
+        if part.split() != [part]:  # str.split() cuts at the very characters str.isspace() names
             raise HostlistError(f"white space inside name {part!r}")
         names.extend(_expand_name(part, expression))
         if len(names) > MAX_EXPANSION:
@@ -124,6 +128,22 @@ def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, int(chunk), chunk) if chunk.isdigit() else (1, 0, chunk) for chunk in _CHUNKS.findall(text))
 
 
+def _single_run(digit_strings: list[str]) -> tuple[str, int, int, int] | None:
+    """The one run (first digits, first value, width, count) that digit strings all of one width
+    make when their distinct values leave no gap (a group's names, a /24 of addresses), found
+    without a sort of tuples; None otherwise."""
+    width = len(digit_strings[0])
+    if any(len(digits) != width for digits in digit_strings):
+        return None
+    distinct = set(digit_strings)
+    if not "".join(distinct).isascii():
+        return None  # other scripts' digits: their text does not sort by value
+    first, last = min(distinct), max(distinct)  # one width: the order of the text is that of the value
+    if int(last) - int(first) + 1 != len(distinct):
+        return None
+    return first, int(first), width, len(distinct)
+
+
 def compress(names: Iterable[str]) -> str:
     """Compress names into the shortest sorted hostlist expression this grouping allows.
 
@@ -133,6 +153,11 @@ def compress(names: Iterable[str]) -> str:
     numbered: dict[tuple[str, str], list[str]] = defaultdict(list)
     plain: set[str] = set()
     for name in names:
+        if name[-1:].isdigit() and name.isascii():
+            # what _LAST_NUMBER finds, without the regular expression (a third of the time of 10,000 names)
+            prefix = name.rstrip("0123456789")
+            numbered[(prefix, "")].append(name[len(prefix) :])
+            continue
         match = _LAST_NUMBER.fullmatch(name)
         if match is None:
             plain.add(name)
@@ -140,10 +165,15 @@ def compress(names: Iterable[str]) -> str:
             numbered[(match.group(1), match.group(3))].append(match.group(2))
     pieces: list[tuple[tuple[object, ...], str]] = [((_natural(name), (), -1), name) for name in plain]
     for (prefix, suffix), digit_strings in numbered.items():
-        # by value, then the shorter spelling first: 1 before 01
-        values = sorted({(int(digits), len(digits), digits) for digits in digit_strings})
         runs: list[tuple[str, int, int, int]] = []  # first digits, first value, width, count
-        for number, length, digits in values:
+        single = _single_run(digit_strings)
+        if single is not None:
+            runs.append(single)
+            values = [(single[1], single[2], single[0])]
+        else:
+            # by value, then the shorter spelling first: 1 before 01
+            values = sorted({(int(digits), len(digits), digits) for digits in digit_strings})
+        for number, length, digits in values if single is None else ():
             if runs:
                 first, start, width, count = runs[-1]
                 # the run goes on with the next number, written at the run's width

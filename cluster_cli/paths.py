@@ -20,6 +20,9 @@ def default_secrets_dir(cluster_name: str) -> Path:
     return cluster_state_dir(cluster_name) / "secrets"
 
 
+# on the database host (and the primary controller): where `upgrade` and `teardown --purge` put their backups
+DEFAULT_BACKUP_DIR = "/var/backups/cluster-cli"
+
 PROJECT_DIR_VARIABLE = "CLUSTER_CLI_PROJECT_DIR"
 
 

@@ -25,7 +25,6 @@ from cluster_cli.slurm_facts import UnknownSlurmVersion, series, upgrade_path_pr
 
 # The packages whose versions decide what a host runs: the Slurm ones among those the probe reads.
 SLURM_PACKAGES = tuple(name for name in PROBED_PACKAGES if name.startswith("slurm"))
-DEFAULT_BACKUP_DIR = "/var/backups/cluster-cli"
 # slurmdbd's first start on a new release converts the accounting database: SchedMD warns it can
 # take hours on a large database, and a daemon killed half-way leaves it to be restored.
 CONVERSION_TIMEOUT_S = 6 * 3600

@@ -15,7 +15,7 @@ def render_gres_conf(cluster: Cluster) -> str:
     lines = [header(cluster.name, "gres.conf").rstrip("\n")]
     for group in cluster.inventory.node_groups:
         gpus = group.gpus
-        members = [node for node in cluster.nodes if node.group is group]
+        members = cluster.group_nodes(group)
         if gpus is None or not members:
             continue
         type_text = f" Type={gpus.type}" if gpus.type else ""

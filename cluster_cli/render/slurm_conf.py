@@ -141,7 +141,7 @@ def node_lines(cluster: Cluster) -> list[str]:
     addresses or ports do not line up with its names."""
     lines: list[str] = []
     for group in cluster.inventory.node_groups:
-        members = {node.name: node for node in cluster.nodes if node.group is group}
+        members = {node.name: node for node in cluster.group_nodes(group)}
         if not members:
             continue
         names = hostlist.compress(list(members))

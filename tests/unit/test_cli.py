@@ -374,7 +374,7 @@ def test_smoke_without_an_inventory_is_a_usage_error(runner):
 
 
 def test_an_unknown_check_name_is_a_usage_error_before_anything_runs(runner, monkeypatch):
-    monkeypatch.setattr("cluster_cli.cli.smoke_target", lambda *args: pytest.fail("smoke went on"))
+    monkeypatch.setattr("cluster_cli.smoke_control.target.smoke_target", lambda *args: pytest.fail("smoke went on"))
     result = runner.invoke(main, ["smoke", str(SHIPPED_INVENTORIES["local"]), "--only", "srun,nope"])
     assert result.exit_code == ExitCode.INVALID
     assert result.stderr.startswith("error: unknown check(s) nope; known: srun, gpu-binding")
@@ -392,7 +392,7 @@ def test_errors_map_to_a_message_and_an_exit_code_in_one_place(runner, monkeypat
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr("cluster_cli.cli.collect_status", broken)
+    monkeypatch.setattr("cluster_cli.status.collect_status", broken)
     result = runner.invoke(main, ["status", str(SHIPPED_INVENTORIES["local"])])
     assert result.exit_code == code
     assert result.stderr.startswith(message) and "Traceback" not in result.output
