@@ -48,8 +48,19 @@ MANAGED_PARTITION_KEYS = {
 MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
 
 # Derived from the inventory (accounting on) but a site's override wins: another storage type,
-# more TRES to account (e.g. gres/gpu:h100 beside gres/gpu), or what accounting enforces.
-OVERRIDABLE_DERIVED_SLURM_KEYS = {"AccountingStorageEnforce", "AccountingStorageType", "AccountingStorageTRES"}
+# other TRES to account (a license, ic/ofed), or what accounting enforces.
+# DefMemPerCPU: the cluster's default memory of a job (render/mem_defaults.py).
+OVERRIDABLE_DERIVED_SLURM_KEYS = {
+    "AccountingStorageEnforce",
+    "AccountingStorageType",
+    "AccountingStorageTRES",
+    "DefMemPerCPU",
+}
+
+# Slurm's default memory of a job that asks for none; slurm.conf(5): "DefMemPerCPU, DefMemPerGPU and
+# DefMemPerNode are mutually exclusive". Derived per partition and for the cluster
+# (render/mem_defaults.py); any one of them a site sets (null too) replaces the derived one.
+DEFAULT_MEMORY_KEYS = ("DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 
 # slurm.conf keys whose value is a list of items, and the items of it the inventory sets from a
 # field (compared without case, as Slurm looks them up): `SlurmctldParameters: idle_on_node_suspend`

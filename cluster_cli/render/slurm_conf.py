@@ -7,6 +7,7 @@ from typing import Any
 from cluster_cli import hostlist
 from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
+from cluster_cli.render.mem_defaults import cluster_default, group_cpus, partition_defaults
 
 # Choices the field notes record for GPU training clusters; each can be overridden or deleted
 # (null) through `slurm.conf` in the inventory.
@@ -89,15 +90,23 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
                 "AccountingStorageType": "accounting_storage/slurmdbd",
                 "AccountingStorageHost": _address(cluster, accounting.host),
                 "AccountingStoragePort": accounting.port,
-                "AccountingStorageTRES": "gres/gpu",
+                "AccountingStorageTRES": gpu_tres(cluster),
                 # A job needs an association (a user added to an account, as deploy does for
                 # accounting.users and the test user) and stays within its limits and QOS.
                 "AccountingStorageEnforce": "associations,limits,qos",
             }
         )
+    derived.update(cluster_default(cluster))
     if inventory.topology is not None:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
     return derived
+
+
+def gpu_tres(cluster: Cluster) -> str:
+    """``gres/gpu`` and ``gres/gpu:TYPE`` for each GPU type, so that sacct tells the types apart."""
+    groups = cluster.inventory.node_groups
+    kinds = sorted({group.gpus.type for group in groups if group.gpus and group.gpus.type})
+    return ",".join(["gres/gpu", *(f"gres/gpu:{kind}" for kind in kinds)])
 
 
 def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:
@@ -105,9 +114,7 @@ def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:
     attributes: list[tuple[str, str]] = []
     if node.single_host:
         attributes.append(("NodeHostname", node.host))
-    attributes.append(
-        ("CPUs", str(group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core))
-    )
+    attributes.append(("CPUs", str(group_cpus(group))))
     attributes += [
         ("Sockets", str(group.sockets)),
         ("CoresPerSocket", str(group.cores_per_socket)),
@@ -165,6 +172,7 @@ def node_lines(cluster: Cluster) -> list[str]:
 
 def partition_lines(cluster: Cluster) -> list[str]:
     lines = []
+    memory = partition_defaults(cluster)
     for partition in cluster.inventory.partitions:
         settings: list[tuple[str, Any]] = [
             ("Nodes", hostlist.compress(cluster.partition_nodes[partition.name]))
@@ -178,7 +186,7 @@ def partition_lines(cluster: Cluster) -> list[str]:
             settings.append(("OverSubscribe", partition.oversubscribe))
         if partition.qos:
             settings.append(("QOS", partition.qos))
-        options = merge({"State": "UP"}, partition.options)
+        options = merge({"State": "UP", **memory.get(partition.name, {})}, partition.options)
         settings += [(key, options[key]) for key in sorted(options, key=str.lower)]
         body = " ".join(f"{key}={format_value(value)}" for key, value in settings)
         lines.append(f"PartitionName={partition.name} {body}")

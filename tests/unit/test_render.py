@@ -112,8 +112,8 @@ def test_partition_options_are_sorted_after_the_fields():
     )
     assert partition_lines(load(text)) == [
         (
-            "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE AllowGroups=ml Hidden=YES "
-            "PriorityTier=2 State=UP"
+            "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE AllowGroups=ml"
+            " DefMemPerGPU=1000 Hidden=YES PriorityTier=2 State=UP"
         )
     ]
 
@@ -169,11 +169,11 @@ def test_cgroup_plugin_follows_the_version(version, plugin):
 def test_partition_option_null_deletes_state_up():
     text = edit(BASE, "    default: true\n", "    default: true\n    options: {State: null}\n")
     assert partition_lines(load(text)) == [
-        "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE"
+        "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE DefMemPerGPU=1000"
     ]
     text = edit(BASE, "    default: true\n", "    default: true\n    options: {state: DOWN}\n")
     assert partition_lines(load(text)) == [
-        "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE State=DOWN"
+        "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE DefMemPerGPU=1000 State=DOWN"
     ]
 
 
@@ -189,7 +189,7 @@ def test_the_expert_defaults_from_the_field_notes():
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",
-        "AccountingStorageTRES=gres/gpu",
+        "AccountingStorageTRES=gres/gpu,gres/gpu:a100",
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/affinity,task/cgroup",
         "JobAcctGatherType=jobacct_gather/cgroup",
