@@ -54,8 +54,8 @@ Each changed key, node, partition or file is a cause with an impact. The deploy 
 
 
 def render() -> str:
-    parts = [INTRO, sources_section(), keys_section(), nodes_section(), listening_section(), files_section(),
-             upgrade_section(), known_keys_section(), REGENERATE]
+    parts = [INTRO, sources_section(), keys_section(), nodes_section(), listening_section(), startup_section(),
+             files_section(), upgrade_section(), known_keys_section(), REGENERATE]
     return "\n".join(parts)
 
 
@@ -121,6 +121,20 @@ def listening_section() -> str:
         keys = ", ".join(f"`{key}`: {WORDS[impact]}" for key, impact in rule["keys"].items())
         nodes = ", ".join(f"`{key}` on a node line: {WORDS[impact]}" for key, impact in rule["node_keys"].items())
         lines += [f"### Slurm {name}", "", f"{keys}; {nodes}. {rule['why']}", ""]
+        lines += [quote_line(quoted, name) for quoted in rule["sources"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def startup_section() -> str:
+    lines = ["## Read when slurmctld starts", ""]
+    for name in supported_series():
+        rule = rules()["series"][name].get("startup")
+        if rule is None:
+            lines += [f"### Slurm {name}", "", "None listed for this series.", ""]
+            continue
+        keys = ", ".join(f"`{key}`: {WORDS[impact]}" for key, impact in rule["keys"].items())
+        lines += [f"### Slurm {name}", "", f"{keys}. {rule['why']}", ""]
         lines += [quote_line(quoted, name) for quoted in rule["sources"]]
         lines.append("")
     return "\n".join(lines)

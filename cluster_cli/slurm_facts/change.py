@@ -1,8 +1,8 @@
 """What a change of the Slurm configuration files needs: restarts, a reconfigure, or nothing.
 
 Each changed key, node, partition or file is one cause, with the impact its series' data gives it
-(data/slurm-<series>.json: the man pages; data/rules.json: the node, listening and file rules).
-The causes then become the deploy's actions, whose markers the roles act on:
+(data/slurm-<series>.json: the man pages; data/rules.json: the node, listening, startup and file
+rules). The causes then become the deploy's actions, whose markers the roles act on:
 
 - a slurmctld restart restarts every slurmd as well, because the deploy runs no ``scontrol
   reconfigure`` after restarting slurmctld and every slurmd must read the changed files;
@@ -40,6 +40,8 @@ FILES = (*SLURM_FILES, "slurmdbd.conf")
 # An unknown key or file: restart both daemons, the choice that cannot leave one on the old value.
 CONSERVATIVE = "restart_slurmctld_slurmd"
 Values = tuple[str, ...]
+# The rules.json blocks of a series that give slurm.conf keys an impact of their own.
+CURATED_KEY_RULES = ("listening", "startup")
 # slurm.conf lines that name nodes one by one (hostlists expanded).
 HOSTLIST_RECORDS = ("NodeName", "DownNodes", "FrontendName")
 
@@ -185,7 +187,7 @@ class SlurmConfDiff:
         found = self.option_causes(documented, facts, before, after) if facts.get("options") else []
         if not found:
             found = [self.cause(self.key_impact(facts), f"{documented} changed", self.source())]
-        return found + self.listening_causes(documented)
+        return found + self.curated_key_causes(documented)
 
     def key_impact(self, facts: dict) -> str:
         return facts.get("impact") or self.facts["default"]["impact"]
@@ -205,12 +207,16 @@ class SlurmConfDiff:
             found.append(self.cause(self.key_impact(facts), f"{key} changed{listed}", self.source()))
         return found
 
-    def listening_causes(self, key: str) -> list[Cause]:
-        rule = self.curated["listening"]
-        impact = rule["keys"].get(key)
-        if impact is None:
-            return []
-        return [self.cause(impact, f"{key} changed", curated_source(rule["sources"], self.series))]
+    def curated_key_causes(self, key: str) -> list[Cause]:
+        """The causes rules.json gives a key beyond its man-page note: a listening port or
+        authentication plugin, or what slurmctld reads only when it starts (CURATED_KEY_RULES)."""
+        found = []
+        for name in CURATED_KEY_RULES:
+            rule = self.curated.get(name, {})
+            impact = rule.get("keys", {}).get(key)
+            if impact is not None:
+                found.append(self.cause(impact, f"{key} changed", curated_source(rule["sources"], self.series)))
+        return found
 
     def record_causes(self, kind: str, old: Conf, new: Conf) -> list[Cause]:
         before, after = old.records.get(kind, {}), new.records.get(kind, {})

@@ -92,6 +92,26 @@ def test_a_node_memory_change_restarts_slurmctld_and_every_slurmd(tmp_path: Path
     assert restarts == {"slurmctld", "slurmd@node1", "slurmd@node2", "slurmd@node3"}
 
 
+def test_a_cluster_deployed_before_the_memory_defaults_and_gpu_types_restarts_slurmctld(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    new = rendered["slurm/slurm.conf"]
+    old = new.replace("AccountingStorageTRES=gres/gpu,gres/gpu:fake\n", "AccountingStorageTRES=gres/gpu\n")
+    old = old.replace("DefMemPerCPU=1536\n", "").replace(" DefMemPerGPU=3072", "")
+    assert "DefMem" not in old and old.count("\n") == new.count("\n") - 1
+    probe = _converged_probe(cluster, rendered)
+    _host_holds(probe, "/etc/slurm/slurm.conf", old)
+    changes = _plan(cluster, rendered, probe).changes
+    restarts = {change.subject for change in changes
+                if change.impact in (Impact.RESTART_SLURMCTLD, Impact.RESTART_SLURMD)}
+    # slurm.conf(5): new TRES are set up when slurmctld starts; the DefMem keys alone would reconfigure
+    assert restarts == {"slurmctld", "slurmd@node1", "slurmd@node2", "slurmd@node3"}
+    details = " ".join(change.detail for change in changes)
+    assert "AccountingStorageTRES changed: restart slurmctld" in details
+    assert "DefMemPerCPU changed: scontrol reconfigure" in details
+    assert "PartitionName debug changed (DefMemPerGPU)" in details
+
+
 def test_a_hand_edit_since_the_last_deploy_is_drift(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path)
     rendered = _rendered(cluster)

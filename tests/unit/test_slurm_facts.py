@@ -22,6 +22,7 @@ from cluster_cli.slurm_facts import (
     supported_series,
     upgrade_path_problem,
 )
+from cluster_cli.slurm_facts.change import CURATED_KEY_RULES
 from cluster_cli.slurm_facts.parse import expand_hostlist, logical_lines, pairs, parse_conf
 
 DATA = Path(__file__).resolve().parents[2] / "cluster_cli" / "slurm_facts" / "data"
@@ -247,10 +248,10 @@ def test_nodes_follow_the_node_rule_of_the_series(name: str, event: str, old: st
 @pytest.mark.parametrize("name", supported_series())
 def test_keys_follow_the_man_page_notes_of_the_series(name: str) -> None:
     data = json.loads((DATA / f"slurm-{name}.json").read_text())["files"]["slurm.conf"]
-    listening = RULES["series"][name]["listening"]["keys"]
+    curated = {key for rule in CURATED_KEY_RULES for key in RULES["series"][name].get(rule, {}).get("keys", {})}
     checked = 0
     for key, facts in data["keys"].items():
-        if key in listening or key == "Include" or key.lower() in SLURM_CONF.lower():
+        if key in curated or key == "Include" or key.lower() in SLURM_CONF.lower():
             continue
         impact = facts.get("impact") or data["default"]["impact"]
         change = changed(name, "slurm.conf", "KillWait=30", f"KillWait=30\n{key}=x")
@@ -264,6 +265,37 @@ def test_keys_follow_the_man_page_notes_of_the_series(name: str) -> None:
 def test_listening_and_authentication_keys_restart_what_the_rule_says(name: str, key: str) -> None:
     impact = RULES["series"][name]["listening"]["keys"][key]
     assert flags(changed(name, "slurm.conf", "KillWait=30", f"KillWait=30\n{key}=x")) == DEPLOY[impact]
+
+
+@pytest.mark.parametrize("name", supported_series())
+def test_keys_read_when_slurmctld_starts_restart_what_the_rule_says(name: str) -> None:
+    rule = RULES["series"][name].get("startup", {"keys": {}})
+    for key, impact in rule["keys"].items():
+        assert flags(changed(name, "slurm.conf", "KillWait=30", f"KillWait=30\n{key}=x")) == DEPLOY[impact]
+
+
+def test_a_new_gpu_tres_restarts_slurmctld_on_22_05() -> None:
+    # slurm.conf(5): "The TRES are automatically set up in the database on the start of the slurmctld."
+    tres = "KillWait=30\nAccountingStorageTRES=gres/gpu"
+    base = {**FILES, "slurm.conf": SLURM_CONF.replace("KillWait=30", tres)}
+    after = {**base, "slurm.conf": base["slurm.conf"].replace("=gres/gpu", "=gres/gpu,gres/gpu:h100")}
+    change = conf_change("22.05", base, after)
+    assert flags(change) == (True, True, False)
+    assert any("AccountingStorageTRES changed: restart slurmctld" in reason for reason in change.reasons)
+
+
+@pytest.mark.parametrize("name", supported_series())
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("State=UP", "DefMemPerGPU=1536 State=UP"),
+        ("State=UP", "DefMemPerCPU=1024 State=UP"),
+        ("KillWait=30", "KillWait=30\nDefMemPerCPU=1024"),
+    ],
+)
+def test_default_memory_keys_take_effect_on_reconfigure(name: str, old: str, new: str) -> None:
+    # slurm.conf(5) notes no restart for them; a partition line's change is a reconfigure.
+    assert flags(changed(name, "slurm.conf", old, new)) == (False, False, True)
 
 
 @pytest.mark.parametrize("name", supported_series())
