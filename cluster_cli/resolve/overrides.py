@@ -69,8 +69,6 @@ def _unknown_key_message(key: str, file_name: str, target: str, documented: dict
     close = difflib.get_close_matches(key.lower(), documented, n=1, cutoff=0.85)
     return f"{message}: did you mean {documented[close[0]]}?" if close else message
 
-    _check_owned_items(inventory.slurm.conf, problems)
-
 
 def _check_owned_items(settings: dict[str, object], problems: Problems) -> None:
     """Items of list-valued slurm.conf keys that an inventory field sets (``enable_configless``)."""
