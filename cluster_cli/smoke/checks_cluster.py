@@ -178,7 +178,11 @@ def check_gpu_binding(ctx: CheckContext) -> CheckResult:
     )
     if over.returncode == 0:
         problems.append(f"{per_node + 1} tasks x 1 GPU on one node with {per_node} GPUs was not refused")
-    evidence = "device cgroup" if any(task.get("denied") for task in tasks) else "CUDA_VISIBLE_DEVICES only"
+    evidence = (
+        "device cgroup" if any(task.get("denied") for task in tasks)
+        else "the node's own device file" if ctx.target.node_devices and per_node == 1
+        else "CUDA_VISIBLE_DEVICES only"
+    )
     details = {"tasks": tasks, "evidence": evidence, "over_request": tail(over.output, 3)}
     if problems:
         return _fail("gpu-binding", "; ".join(problems), output_tail=tail(done.output), details=details)

@@ -20,7 +20,8 @@ from cluster_cli.smoke.text import tail
 
 # Long enough to outlast the polling; the jobs are cancelled as soon as the check has its answer.
 FILL_JOB_SECONDS = 600
-FILL_WAIT_MAX_S = 90.0
+# A job that can start does so at submission or at the next backfill pass (bf_interval, 30 s).
+FILL_WAIT_MAX_S = 45.0
 
 
 def fill_request(ctx: CheckContext) -> tuple[int, list[str], str]:
@@ -122,13 +123,14 @@ def check_all_nodes(ctx: CheckContext) -> CheckResult:
 
 
 def _sweep_argv(ctx: CheckContext, nodes: list[str]) -> list[str]:
+    # Untyped: the node list already names the group, and Slurm 22.05 gave the tasks no GPU at all
+    # for a typed --gpus-per-task with several tasks per node (seen on the hetero example cluster).
     per_node = ctx.target.gpus_per_node
-    gpus = []
-    if per_node:
-        gpus = [f"--gpus-per-task={ctx.target.gres_type + ':' if ctx.target.gres_type else ''}1"]
+    tasks = max(1, per_node)
     return [
-        "srun", *ctx.job_args("all-nodes", pinned=False), f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
-        f"--ntasks-per-node={max(1, per_node)}", *gpus, "python3", "-c", GPU_PROBE, ctx.target.gpu_device_glob,
+        "srun", *ctx.job_args("all-nodes", pinned=False), f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}", f"--ntasks={len(nodes) * tasks}", f"--ntasks-per-node={tasks}",
+        *(["--gpus-per-task=1"] if per_node else []), "python3", "-c", GPU_PROBE, ctx.target.gpu_device_glob,
     ]
 
 
@@ -144,5 +146,5 @@ def node_verdicts(
             verdicts[node] = "no task reported from this node"
             continue
         problems = binding_problems({node: identities[node]}, per_node) if per_node else []
-        verdicts[node] = "; ".join(problems) or "ok"
+        verdicts[node] = "; ".join(problem.removeprefix(f"{node}: ") for problem in problems) or "ok"
     return verdicts

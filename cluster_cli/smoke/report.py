@@ -281,13 +281,22 @@ def junit_xml(report: SmokeReport, suite_name: str = "cluster-smoke") -> str:
             timestamp=report.started_at,
         )
         properties = ET.SubElement(suite, "properties")
-        scope = {"partition": partition, "group": group} if partition or group else {}
-        for key, value in sorted({**report.target, **scope}.items()):
+        for key, value in sorted(_scope_properties(report.target, partition, group).items()):
             ET.SubElement(properties, "property", name=key, value=str(value))
         for result in results:
             _junit_case(suite, f"{name}.checks", result)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _scope_properties(target: dict[str, Any], partition: str, group: str) -> dict[str, Any]:
+    """The run's target as JUnit properties; for a run over several scopes, what they share
+    and this scope's own entry (its nodes, GPUs and thresholds)."""
+    shared = {key: value for key, value in target.items() if key != "scopes"}
+    for scope in target.get("scopes", []):
+        if (scope.get("partition") or "", scope.get("group") or "") == (partition, group):
+            return {**shared, **scope}
+    return shared
 
 
 def _junit_case(suite: ET.Element, classname: str, result: CheckResult) -> None:
