@@ -23,7 +23,8 @@ from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.errors import NodesUnusable
 from cluster_cli.smoke.registry import CHECKS
 from cluster_cli.smoke.runner import choose_sample
-from cluster_cli.smoke.slurm import Completed
+from cluster_cli.smoke.checks_training import check_fsdp, check_preempt
+from cluster_cli.smoke.slurm import Completed, JobInfo
 
 H100_DEVICES = {"h100-1": ["/dev/fake-gpu/nvidia0", "/dev/fake-gpu/nvidia1"],
                 "h100-2": ["/dev/fake-gpu/nvidia2", "/dev/fake-gpu/nvidia3"]}
@@ -39,12 +40,17 @@ class FakeSession:
         self.srun_stdout = srun_stdout
         self.srun_rc = srun_rc
         self.submitted: list[list[str]] = []
+        self.envs: list[dict[str, str]] = []
         self.ran: list[list[str]] = []
         self.cancelled: list[str] = []
 
-    def sbatch(self, args: Sequence[str], cwd: Path, **_: Any) -> str:
+    def sbatch(self, args: Sequence[str], cwd: Path, env: dict[str, str] | None = None, **_: Any) -> str:
         self.submitted.append(list(args))
+        self.envs.append(dict(env or {}))
         return str(100 + len(self.submitted))
+
+    def wait(self, job_id: str, timeout: float, **_: Any) -> JobInfo:
+        return JobInfo(job_id, [{"JobState": "FAILED", "ExitCode": "1:0"}])
 
     def run(self, argv: Sequence[str], timeout: float, **_: Any) -> Completed:
         self.ran.append(list(argv))
@@ -58,10 +64,10 @@ class FakeSession:
 
 
 class DirContext(CheckContext):
-    """A context whose check directories are plain temporary ones (no run directory needed)."""
+    """A context whose check directories are plain paths (no run directory needed)."""
 
     def check_dir(self, check: str) -> Path:
-        return Path("/tmp/smoke-test-unused")
+        return Path("/run-dir") / (self.prefix + check)
 
 
 def group_target(**changes: Any) -> SmokeTarget:
@@ -280,3 +286,14 @@ def test_json_carries_each_result_scope_and_reads_back():
     back = SmokeReport.from_dict(data)
     assert back.result("gpu-binding", group="l4").verdict is Verdict.FAIL
     assert back.result("gpu-binding").group == "h100"
+
+
+def test_checkpoints_of_the_training_checks_are_the_scope_own():
+    # Seen on the hetero cluster: the l4 group's preempt job resumed the h100 group's checkpoint.
+    for group in ("h100", "l4"):
+        session = FakeSession()
+        ctx = context(group_target(group=group), session, prefix=f"gpu.{group}-")
+        assert check_fsdp(ctx).verdict is Verdict.FAIL and check_preempt(ctx).verdict is Verdict.FAIL
+        fsdp_env, preempt_env = session.envs
+        assert fsdp_env["FSDP_CKPT_DIR"] == f"/run-dir/gpu.{group}-fsdp/checkpoint"
+        assert preempt_env["PREEMPT_DIR"] == f"/run-dir/gpu.{group}-preempt/run"
