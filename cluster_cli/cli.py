@@ -478,14 +478,17 @@ def status(inventory: Path, as_json: bool) -> None:
 @main.command()
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--only", help="Comma-separated checks to run (default: all). See --list.")
-@click.option("--partition", help="Partition to test, or 'all' (the default): each one's cluster checks, then each node group's.")
+@click.option(
+    "--partition",
+    help="Partition to test, or 'all' (the default): each one's cluster checks, then each node group's.",
+)
 @click.option(
     "--sample", type=click.IntRange(min=1), default=2, show_default=True,
     help="Nodes per group the per-group checks use (the srun check and --all-nodes reach every node).",
 )
 @click.option(
     "--all-nodes", "all_nodes", is_flag=True,
-    help="Check every node of each group in one step per group (hostname, GPU count, binding); with --only, as well.",
+    help="Check every node of each group, one step per group (hostname, GPU count, binding); with --only too.",
 )
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JUnit XML report here.")
@@ -498,7 +501,8 @@ def status(inventory: Path, as_json: bool) -> None:
 )
 def smoke(
     inventory: Path | None, only: str | None, partition: str | None, sample: int, all_nodes: bool,
-    json_path: Path | None, junit_path: Path | None, timeout_s: float, list_checks: bool, submit_host_name: str | None,
+    json_path: Path | None, junit_path: Path | None, timeout_s: float, list_checks: bool,
+    submit_host_name: str | None,
 ) -> None:
     """Run the post-install smoke jobs as an unprivileged user; exit 0 only if none failed.
 
@@ -514,7 +518,8 @@ def smoke(
     from rich.console import Console
     if list_checks:
         for check in CHECKS:
-            click.echo(f"{check.name:18} {check.scope:10} {check.summary}{'' if check.default else ' (asked for by name)'}")
+            by_name = "" if check.default else " (asked for by name)"
+            click.echo(f"{check.name:18} {check.scope:10} {check.summary}{by_name}")
         return
     if inventory is None:
         raise click.UsageError("Missing argument 'INVENTORY' (only --list runs without one).")

@@ -52,9 +52,10 @@ def main(argv: list[str]) -> int:
     only = argv[1:] or None
     data = json.loads(target_file.read_text())
     training = target_file.parent / "training"
-    target = [target_from_dict(each, training) for each in data] if isinstance(data, list) else target_from_dict(
-        data, training
-    )
+    if isinstance(data, list):
+        target: SmokeTarget | list[SmokeTarget] = [target_from_dict(each, training) for each in data]
+    else:
+        target = target_from_dict(data, training)
     try:
         report = run_smoke(target, only, _progress)
     except (SmokeSetupError, UnknownCheckError) as error:

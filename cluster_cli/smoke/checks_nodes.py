@@ -61,8 +61,12 @@ def check_node_fill(ctx: CheckContext) -> CheckResult:
             "node-fill", Verdict.PASS, f"{count} {kind} jobs ran at once on {node}",
             time.monotonic() - start, "all running after", "s", job_ids=jobs, details=details,
         )
-    waiting = ", ".join(f"{job} {state} ({reason})" for job, (state, reason) in states.items() if state != "RUNNING")
-    hint = " - does every job get the node's whole memory (no DefMemPerCPU/DefMemPerGPU)?" if "Resources" in waiting else ""
+    waiting = ", ".join(
+        f"{job} {state} ({reason})" for job, (state, reason) in states.items() if state != "RUNNING"
+    )
+    hint = ""
+    if "Resources" in waiting:
+        hint = " - does every job get the node's whole memory (no DefMemPerCPU/DefMemPerGPU)?"
     return CheckResult(
         "node-fill", Verdict.FAIL,
         f"only {len(running)} of {count} {kind} jobs ran at once on {node}; not running: {waiting}{hint}",
@@ -107,12 +111,14 @@ def check_all_nodes(ctx: CheckContext) -> CheckResult:
         verdicts.update(node_verdicts(usable, tasks, ctx.target.gpus_per_node, ctx.target.node_devices))
     failing = sorted(node for node, verdict in verdicts.items() if verdict != "ok")
     details = {"nodes": dict(sorted(verdicts.items()))}
-    what = f"{ctx.target.gpus_per_node} GPU(s) each, bound one per task" if ctx.target.gpus_per_node else "hostname"
+    per_node = ctx.target.gpus_per_node
+    what = f"{per_node} GPU(s) each, bound one per task" if per_node else "hostname"
     if failing:
         listed = "; ".join(f"{node}: {verdicts[node]}" for node in failing)
         exit_note = f" (srun exit {done.returncode})" if done is not None and done.returncode else ""
         return CheckResult(
-            "all-nodes", Verdict.FAIL, f"{len(failing)} of {len(verdicts)} node(s) failed{exit_note}: {listed}",
+            "all-nodes", Verdict.FAIL,
+            f"{len(failing)} of {len(verdicts)} node(s) failed{exit_note}: {listed}",
             len(verdicts) - len(failing), "nodes ok", "", details=details,
             output_tail=tail(done.output) if done is not None else None,
         )

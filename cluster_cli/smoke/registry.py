@@ -56,16 +56,20 @@ CHECKS: tuple[Check, ...] = (
         scope="group",
     ),
     Check(
-        "node-fill", "one node full of 1-GPU (or 1-CPU) jobs, all running at once", checks_nodes.check_node_fill,
-        scope="group",
+        "node-fill", "one node full of 1-GPU (or 1-CPU) jobs, all running at once",
+        checks_nodes.check_node_fill, scope="group",
     ),
     Check(
         "allreduce", "all_reduce bus bandwidth at the largest payload", checks_training.check_allreduce, True,
         "group",
     ),
-    Check("ddp", "DDP: loss falls, ranks agree, scaling efficiency", checks_training.check_ddp, True, "group"),
+    Check(
+        "ddp", "DDP: loss falls, ranks agree, scaling efficiency", checks_training.check_ddp, True, "group"
+    ),
     Check("fsdp", "FSDP2 + sharded DCP checkpoint reload", checks_training.check_fsdp, True, "group"),
-    Check("preempt", "USR1 checkpoint, requeue, bitwise resume", checks_training.check_preempt, True, "group"),
+    Check(
+        "preempt", "USR1 checkpoint, requeue, bitwise resume", checks_training.check_preempt, True, "group"
+    ),
     Check("gpu", "per-GPU bf16 matmul and copy bandwidth", checks_training.check_gpu, True, "group"),
 )
 

@@ -122,7 +122,8 @@ class SmokeReport:
     def result(self, name: str, partition: str | None = None, group: str | None = None) -> CheckResult:
         """The first result of check ``name`` (in ``partition`` and ``group`` when given)."""
         for result in self.results:
-            if result.name == name and partition in (None, result.partition) and group in (None, result.group):
+            in_scope = partition in (None, result.partition) and group in (None, result.group)
+            if result.name == name and in_scope:
                 return result
         raise KeyError(name)
 

@@ -93,11 +93,9 @@ def _run_summary(targets: list[SmokeTarget]) -> dict[str, Any]:
     """The report's target for a run over several scopes: what they share, and each scope."""
     first = targets[0].summary()
     shared = {key: first[key] for key in ("work_dir", "user", "python", "check_timeout_s", "accounting_enabled")}
-    scopes = [
-        {key: each.summary()[key] for key in ("partition", "group", "scope", "nodes", "sample", "gpus_per_node",
-                                              "gpu_type", "gres_type", "fake_gpus", "thresholds")}
-        for each in targets
-    ]
+    per_scope = ("partition", "group", "scope", "nodes", "sample", "gpus_per_node", "gpu_type", "gres_type",
+                 "fake_gpus", "thresholds")
+    scopes = [{key: each.summary()[key] for key in per_scope} for each in targets]
     return {**shared, "partitions": sorted({each.partition or "" for each in targets}), "scopes": scopes}
 
 
@@ -109,7 +107,9 @@ class _Counter:
     progress: ProgressCallback | None
     index: int = 0
 
-    def emit(self, kind: Literal["start", "finish"], check: str, scope: str, result: CheckResult | None = None) -> None:
+    def emit(
+        self, kind: Literal["start", "finish"], check: str, scope: str, result: CheckResult | None = None
+    ) -> None:
         if self.progress:
             self.progress(SmokeEvent(kind, check, self.index, self.total, result, scope))
         if kind == "finish":
@@ -117,7 +117,12 @@ class _Counter:
 
 
 def _scope_context(
-    target: SmokeTarget, user: User, run_id: str, run_home: UserDir, training_dir: Path, config: dict[str, str]
+    target: SmokeTarget,
+    user: User,
+    run_id: str,
+    run_home: UserDir,
+    training_dir: Path,
+    config: dict[str, str],
 ) -> CheckContext:
     """A session on the target's partition; for a group, the sample of its nodes the checks use."""
     session = SlurmSession(

@@ -69,8 +69,8 @@ def bundle(target: SmokeTarget | Sequence[SmokeTarget]) -> bytes:
         archive.add(PACKAGE_DIR / "__init__.py", arcname="cluster_cli/__init__.py")
         _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")
         _add_tree(archive, targets[0].training_dir, "training")
-        summaries = targets[0].summary() if isinstance(target, SmokeTarget) else [each.summary() for each in targets]
-        data = json.dumps(summaries, indent=2).encode()
+        summaries = [each.summary() for each in targets]
+        data = json.dumps(summaries[0] if isinstance(target, SmokeTarget) else summaries, indent=2).encode()
         info = tarfile.TarInfo("target.json")
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
@@ -127,9 +127,8 @@ def _stream(host: ManagedHost, command: list[str], progress: ProgressCallback | 
                 event = message.get("event")
                 if event in ("start", "finish") and progress:
                     result = CheckResult.from_dict(message["result"]) if message.get("result") else None
-                    progress(SmokeEvent(
-                        event, message["check"], message["index"], message["total"], result, message.get("scope", "")
-                    ))
+                    where = (message["index"], message["total"], result, message.get("scope", ""))
+                    progress(SmokeEvent(event, message["check"], *where))
                 elif event == "report":
                     report = SmokeReport.from_dict(message["report"])
                 elif event == "error":

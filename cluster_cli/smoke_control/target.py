@@ -107,7 +107,9 @@ def group_target(
         thresholds=_type_thresholds(cluster, gpu_type),
         cpus_per_node=group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
         node_devices={node.name: list(node.gpu_devices) for node in with_devices},
-        gpu_device_glob=_device_glob(with_devices[0].gpu_devices) if with_devices else SmokeTarget.gpu_device_glob,
+        gpu_device_glob=(
+            _device_glob(with_devices[0].gpu_devices) if with_devices else SmokeTarget.gpu_device_glob
+        ),
     )
 
 

@@ -297,3 +297,50 @@ def test_checkpoints_of_the_training_checks_are_the_scope_own():
         fsdp_env, preempt_env = session.envs
         assert fsdp_env["FSDP_CKPT_DIR"] == f"/run-dir/gpu.{group}-fsdp/checkpoint"
         assert preempt_env["PREEMPT_DIR"] == f"/run-dir/gpu.{group}-preempt/run"
+
+
+# -- the runner over several scopes ------------------------------------------------------------
+
+def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeypatch, tmp_path):
+    import cluster_cli.smoke.runner as runner
+    from cluster_cli.smoke.slurm import User
+
+    class QuietSession:
+        def __init__(self, *args: Any, partition: str | None = None, **kwargs: Any) -> None:
+            self.cwd, self.partition = None, partition
+
+        def show_config(self) -> dict[str, str]:
+            return {"ClusterName": "hetero"}
+
+        def cancel_by_name_prefix(self, prefix: str) -> None:
+            pass
+
+    seen: list[tuple[str, str | None, str | None, list[str], list[str], str]] = []
+
+    def record(check: Any, ctx: CheckContext) -> CheckResult:
+        seen.append((check.name, ctx.session.partition, ctx.target.group, ctx.target.nodes, ctx.exclude, ctx.prefix))
+        return CheckResult(check.name, Verdict.PASS, "ran")
+
+    monkeypatch.setattr(runner, "SlurmSession", QuietSession)
+    monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
+    monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {"h100-1": "drained"})
+    monkeypatch.setattr(runner, "_run_one", record)
+    common = dict(work_dir=tmp_path, partition="gpu", torch_installed=False)
+    targets = [
+        SmokeTarget(nodes=["h100-1", "h100-2", "h100-3", "l4-1"], scope="partition", **common),
+        SmokeTarget(nodes=["h100-1", "h100-2", "h100-3"], scope="group", group="h100", sample=1,
+                    exclude_nodes=["l4-1"], gpus_per_node=2, **common),
+    ]
+    events: list[tuple[str, str, int, int, str]] = []
+    report = runner.run_smoke(targets, ["srun", "sacct"],
+                              lambda event: events.append((event.kind, event.check, event.index, event.total, event.scope)))
+    assert seen == [
+        ("srun", "gpu", None, ["h100-1", "h100-2", "h100-3", "l4-1"], [], "gpu-"),
+        ("sacct", "gpu", "h100", ["h100-2"], ["l4-1", "h100-1", "h100-3"], "gpu.h100-"),
+    ]
+    assert [(result.name, result.partition, result.group) for result in report.results] == [
+        ("srun", "gpu", None), ("sacct", "gpu", "h100")
+    ]
+    assert events[-1] == ("finish", "sacct", 1, 2, "gpu/h100")
+    assert report.target["partitions"] == ["gpu"] and report.target["cluster"] == "hetero"
+    assert [scope["group"] for scope in report.target["scopes"]] == [None, "h100"]
