@@ -488,7 +488,7 @@ def status(inventory: Path, as_json: bool) -> None:
 )
 @click.option(
     "--all-nodes", "all_nodes", is_flag=True,
-    help="Check every node of each group, one step per group (hostname, GPU count, binding); with --only too.",
+    help="Check every node of each group, one step per group (hostname, GPUs, binding); with --only too.",
 )
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JUnit XML report here.")
