@@ -65,7 +65,8 @@ def run_smoke(
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     start = time.monotonic()
     user, created = ensure_user(first.user, first.create_user, first.user_uid, first.user_gid)
-    config = SlurmSession(user, first.slurm_conf).show_config()
+    probe = SlurmSession(user, first.slurm_conf)
+    config = probe.show_config()
     run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     with _open_run_dir(first.work_dir, f"run-{run_id}", user) as run_home:
         needs_torch = any(
@@ -74,9 +75,12 @@ def run_smoke(
         # Only the training checks need the scripts (an installed package may not ship them).
         training_dir = _copy_training(first.training_dir, run_home) if needs_torch else first.training_dir
         counter = _Counter(sum(len(scoped) for _, scoped in plan), progress)
+        # Node states once for the whole run: one sinfo (and one settling wait) for every scope.
+        probe.cwd = run_home.path
+        unusable = _unusable_nodes(probe, sorted({node for each, _ in plan for node in each.nodes}))
         results: list[CheckResult] = []
         for each, scoped in plan:
-            ctx = _scope_context(each, user, run_id, run_home, training_dir, config)
+            ctx = _scope_context(each, user, run_id, run_home, training_dir, config, unusable)
             if each.torch_installed and any(check.needs_torch for check in scoped):
                 ctx.torch_problem = _probe_torch(ctx)
             results.extend(_run_checks(scoped, ctx, counter))
@@ -123,6 +127,7 @@ def _scope_context(
     run_home: UserDir,
     training_dir: Path,
     config: dict[str, str],
+    unusable_in_run: dict[str, str],
 ) -> CheckContext:
     """A session on the target's partition; for a group, the sample of its nodes the checks use."""
     session = SlurmSession(
@@ -131,7 +136,7 @@ def _scope_context(
     )
     session.cwd = run_home.path
     every = list(target.nodes)
-    unusable = _unusable_nodes(session, every)
+    unusable = {node: state for node, state in unusable_in_run.items() if node in every}
     sample = choose_sample(every, unusable, target.sample)
     sampled = dataclasses.replace(target, nodes=sample) if sample != every else target
     ctx = CheckContext(sampled, session, run_id, run_home, training_dir, config)
