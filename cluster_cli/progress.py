@@ -102,15 +102,16 @@ class SmokeProgress:
         self.console = console
 
     def __call__(self, event: SmokeEvent) -> None:
+        where = f" on {event.scope}" if event.scope else ""
         if event.kind == "start":
-            self.console.print(f"[{event.index + 1}/{event.total}] {event.check} ...", highlight=False)
+            self.console.print(f"[{event.index + 1}/{event.total}] {event.check}{where} ...", highlight=False)
             return
         result = event.result
         if result is None:
             return
         colour = {"pass": "green", "fail": "red", "skip": "yellow"}.get(result.verdict.value, "white")
         self.console.print(
-            f"[{event.index + 1}/{event.total}] {event.check}: [{colour}]{result.verdict.value}[/{colour}] "
+            f"[{event.index + 1}/{event.total}] {event.check}{where}: [{colour}]{result.verdict.value}[/{colour}] "
             f"({result.duration_s:.1f} s)",
             highlight=False,
         )

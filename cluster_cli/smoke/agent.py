@@ -1,7 +1,8 @@
 """Entry point of a smoke run on a remote submit host (a login node or the controller).
 
 ``cluster-cli smoke`` copies this package and ``training/`` to the submit host and runs
-``python3 -m cluster_cli.smoke.agent TARGET.json [CHECK ...]`` there; only the standard
+``python3 -m cluster_cli.smoke.agent TARGET.json [CHECK ...]`` there (TARGET.json: one
+``SmokeTarget.summary()``, or a list of them, one per partition and node group); only the standard
 library is needed. Progress and the report come back as JSON lines on stdout:
 ``{"event": "start"|"finish", ...}``, then ``{"event": "report", "report": {...}}`` or
 ``{"event": "error", "message": "..."}``.
@@ -42,13 +43,19 @@ def _progress(event: SmokeEvent) -> None:
         "index": event.index,
         "total": event.total,
         "result": event.result.to_dict() if event.result else None,
+        "scope": event.scope,
     })
 
 
 def main(argv: list[str]) -> int:
     target_file = Path(argv[0])
     only = argv[1:] or None
-    target = target_from_dict(json.loads(target_file.read_text()), target_file.parent / "training")
+    data = json.loads(target_file.read_text())
+    training = target_file.parent / "training"
+    if isinstance(data, list):
+        target: SmokeTarget | list[SmokeTarget] = [target_from_dict(each, training) for each in data]
+    else:
+        target = target_from_dict(data, training)
     try:
         report = run_smoke(target, only, _progress)
     except (SmokeSetupError, UnknownCheckError) as error:

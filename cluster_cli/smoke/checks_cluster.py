@@ -79,19 +79,27 @@ def check_srun(ctx: CheckContext) -> CheckResult:
     )
 
 
-def gpu_identities(tasks: list[dict[str, Any]]) -> dict[str, dict[int, tuple[str, ...]]]:
+def gpu_identities(
+    tasks: list[dict[str, Any]], node_devices: dict[str, list[str]] | None = None
+) -> dict[str, dict[int, tuple[str, ...]]]:
     """Per node, the GPU(s) each task owns.
 
     With ConstrainDevices the device cgroup is the proof: a node's GPUs are the devices denied to
-    at least one of its tasks, and a task owns the ones among them it may open. Without a device
-    constraint, CUDA_VISIBLE_DEVICES is all there is to compare.
+    at least one of its tasks, and a task owns the ones among them it may open. Where the node's
+    own device files are known (``node_devices``), a node with one GPU (nothing to deny) is proved
+    by that file alone, and device files of other nodes on the same host never count as the task's.
+    Without a device constraint, CUDA_VISIBLE_DEVICES is all there is to compare.
     """
     by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for task in tasks:
         by_node[str(task["node"])].append(task)
     identities: dict[str, dict[int, tuple[str, ...]]] = {}
     for node, node_tasks in by_node.items():
+        own = set((node_devices or {}).get(node, []))
         gpus = {path for task in node_tasks for path in task.get("denied", [])}
+        if own:
+            # The cgroup is at work when it denies any of the node's own files to some task.
+            gpus = own if gpus & own or len(own) == 1 else set()
         if gpus:
             identities[node] = {
                 int(task["task"]): tuple(sorted(set(task.get("allowed", [])) & gpus)) for task in node_tasks
@@ -150,7 +158,7 @@ def check_gpu_binding(ctx: CheckContext) -> CheckResult:
             "gpu-binding", f"srun --gpus-per-task=1 exited {done.returncode}", output_tail=tail(done.output)
         )
     tasks = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    identities = gpu_identities(tasks)
+    identities = gpu_identities(tasks, ctx.target.node_devices)
     problems = binding_problems(identities, per_node)
     if sorted(identities) != sorted(nodes):
         problems.append(f"tasks reported from {sorted(identities)}, expected {sorted(nodes)}")
@@ -170,7 +178,11 @@ def check_gpu_binding(ctx: CheckContext) -> CheckResult:
     )
     if over.returncode == 0:
         problems.append(f"{per_node + 1} tasks x 1 GPU on one node with {per_node} GPUs was not refused")
-    evidence = "device cgroup" if any(task.get("denied") for task in tasks) else "CUDA_VISIBLE_DEVICES only"
+    evidence = (
+        "device cgroup" if any(task.get("denied") for task in tasks)
+        else "the node's own device file" if ctx.target.node_devices and per_node == 1
+        else "CUDA_VISIBLE_DEVICES only"
+    )
     details = {"tasks": tasks, "evidence": evidence, "over_request": tail(over.output, 3)}
     if problems:
         return _fail("gpu-binding", "; ".join(problems), output_tail=tail(done.output), details=details)
@@ -485,6 +497,15 @@ def check_kill_on_bad_exit(ctx: CheckContext) -> CheckResult:
     )
 
 
+def missing_gpu_tres(alloc_tres: str, gres_type: str | None, count: int = 1) -> list[str]:
+    """What a one-GPU job's AllocTRES (``cpu=1,gres/gpu:h100=1,gres/gpu=1,...``) lacks: gres/gpu=N,
+    and gres/gpu:TYPE=N for a typed GPU (Slurm records the typed TRES only when it is listed in
+    AccountingStorageTRES)."""
+    entries = {entry.strip().lower() for entry in alloc_tres.split(",")}
+    wanted = [f"gres/gpu={count}"] + ([f"gres/gpu:{gres_type.lower()}={count}"] if gres_type else [])
+    return [entry for entry in wanted if entry not in entries]
+
+
 def check_sacct(ctx: CheckContext) -> CheckResult:
     """A finished job shows up in sacct, with gres/gpu in its AllocTRES when GPUs were asked for."""
     storage = ctx.config.get("AccountingStorageType", "?")
@@ -497,7 +518,8 @@ def check_sacct(ctx: CheckContext) -> CheckResult:
             "sacct", f"the target expects accounting but slurm.conf has AccountingStorageType={storage}"
         )
     work = ctx.check_dir("sacct")
-    gpu = ["--gres=gpu:1"] if ctx.target.gpus_per_node else []
+    gres_type = ctx.target.gres_type if ctx.target.gpus_per_node else None
+    gpu = [f"--gres=gpu:{gres_type + ':' if gres_type else ''}1"] if ctx.target.gpus_per_node else []
     output = work / "slurm-%j.out"
     job = ctx.session.sbatch(
         [*ctx.job_args("sacct"), "--ntasks=1", *gpu, f"--output={output}", "--wrap", "true"], cwd=work
@@ -526,11 +548,14 @@ def check_sacct(ctx: CheckContext) -> CheckResult:
             job_ids=[job],
             details={"storage": storage},
         )
-    if gpu and "gres/gpu" not in row[2]:
+    missing = missing_gpu_tres(row[2], gres_type) if gpu else []
+    if missing:
+        wanted = ",".join(["gres/gpu", *([f"gres/gpu:{gres_type}"] if gres_type else [])])
         return _fail(
             "sacct",
-            f"sacct AllocTRES {row[2]!r} lacks gres/gpu: set AccountingStorageTRES=gres/gpu",
+            f"sacct AllocTRES {row[2]!r} lacks {' and '.join(missing)}: set AccountingStorageTRES={wanted}",
             job_ids=[job],
+            details={"alloc_tres": row[2]},
         )
     return CheckResult(
         "sacct",

@@ -148,7 +148,7 @@ def check_fsdp(ctx: CheckContext) -> CheckResult:
     """FSDP2 training, sharded DCP checkpoint, reload equals saved."""
     if ctx.torch_problem:
         return CheckResult("fsdp", Verdict.FAIL, ctx.torch_problem)
-    checkpoint = ctx.run_dir / "fsdp" / "checkpoint"
+    checkpoint = ctx.check_dir("fsdp") / "checkpoint"  # the scope's own: groups must not share one
     output, info, result = _run_simple(ctx, "fsdp", {"FSDP_CKPT_DIR": str(checkpoint)})
     return _on_evidence(
         "fsdp", info, output, result is not None, "no FSDP result", lambda: judge.judge_fsdp(result or {})
@@ -159,7 +159,7 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
     """USR1 -> checkpoint -> `scontrol requeue` -> resume at the same step -> same final weights."""
     if ctx.torch_problem:
         return CheckResult("preempt", Verdict.FAIL, ctx.torch_problem)
-    run_dir = ctx.run_dir / "preempt" / "run"
+    run_dir = ctx.check_dir("preempt") / "run"  # the scope's own: a group must not resume another's
     holding = run_dir / "holding"
     job, _, output = submit(
         ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)]

@@ -29,6 +29,14 @@ class CheckContext:
     torch_problem: str | None = None
     unusable_nodes: dict[str, str] = field(default_factory=dict)
     deadline: float = field(default=math.inf)
+    every_node: list[str] = field(default_factory=list)
+    """All nodes of the scope before sampling (``target.nodes`` is the sample)."""
+    every_unusable: dict[str, str] = field(default_factory=dict)
+    """Of ``every_node``, those that cannot take jobs, with their state."""
+    exclude: list[str] = field(default_factory=list)
+    """Nodes of the partition every job of this scope avoids: other groups', unsampled ones."""
+    prefix: str = ""
+    """Starts this scope's directory and job names (``gpu.h100-``); "" for a plain target."""
 
     def thresholds(self, detected_gpu: str | None = None) -> Thresholds:
         return self.target.resolved_thresholds(detected_gpu)
@@ -37,7 +45,7 @@ class CheckContext:
         return max(1.0, self.deadline - time.monotonic())
 
     def job_name(self, check: str) -> str:
-        return f"smoke-{self.run_id}-{check}"
+        return f"smoke-{self.run_id}-{self.prefix}{check}"
 
     @property
     def run_dir(self) -> Path:
@@ -45,19 +53,23 @@ class CheckContext:
 
     def check_dir(self, check: str) -> Path:
         """The check's own directory in the run directory, the test user's."""
-        with self.run_home.child(check) as work:
+        with self.run_home.child(self.prefix + check) as work:
             return work.path
 
     def write_script(self, check: str, name: str, text: str) -> Path:
         """An executable script (root's, 0755) in the check's directory, written without
         following anything the test user may have put there (see ``userdir``)."""
-        with self.run_home.child(check) as work:
+        with self.run_home.child(self.prefix + check) as work:
             return work.write_file(name, text.encode(), 0o755)
 
-    def job_args(self, check: str) -> list[str]:
-        """Options every job of a check carries: name, time limit, partition and target extras."""
+    def job_args(self, check: str, pinned: bool = True) -> list[str]:
+        """Options every job of a check carries: name, time limit, partition and target extras;
+        ``pinned``: and the exclusion of the partition's nodes outside this scope's sample."""
         minutes = max(1, math.ceil(self.target.check_timeout_s / 60) + 1)
-        return [*self.session.job_args, f"--job-name={self.job_name(check)}", f"--time={minutes}"]
+        args = [*self.session.job_args, f"--job-name={self.job_name(check)}", f"--time={minutes}"]
+        if pinned and self.exclude:
+            args.append(f"--exclude={','.join(self.exclude)}")
+        return args
 
     def all_nodes_args(self) -> list[str]:
         """Options for a job over every target node; NodesUnusable when some cannot take jobs,

@@ -13,7 +13,7 @@ from typing import Any
 
 from cluster_cli.smoke.userdir import write_file_at
 
-REPORT_SCHEMA_VERSION = 2  # 2: each check carries ``warnings``
+REPORT_SCHEMA_VERSION = 3  # 2: each check carries ``warnings``; 3: and its ``partition`` and ``group``
 
 
 class Verdict(str, enum.Enum):
@@ -35,7 +35,9 @@ class CheckResult:
     what it saw when it passed); ``output_tail`` holds an excerpt of the job's output on failure
     or warning (head, torchrun's Root Cause block, tail: see slurm.excerpt). ``warnings`` are what
     a platform engineer should know without it changing the verdict, e.g. a job that ended badly
-    after its results were complete (a crash in the ranks' teardown).
+    after its results were complete (a crash in the ranks' teardown). ``partition`` and ``group``
+    say where the check ran: a partition-wide check has no group; both are None for a run
+    against one plain target.
     """
 
     name: str
@@ -51,6 +53,13 @@ class CheckResult:
     output_tail: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    partition: str | None = None
+    group: str | None = None
+
+    @property
+    def scope(self) -> tuple[str, str]:
+        """(partition, group), "" for either that is not set: the report's grouping key."""
+        return (self.partition or "", self.group or "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +76,8 @@ class CheckResult:
             "output_tail": self.output_tail,
             "details": _jsonable(self.details),
             "warnings": list(self.warnings),
+            "partition": self.partition,
+            "group": self.group,
         }
 
     @classmethod
@@ -86,6 +97,8 @@ class CheckResult:
             output_tail=data.get("output_tail"),
             details=dict(data.get("details", {})),
             warnings=list(data.get("warnings", [])),
+            partition=data.get("partition"),
+            group=data.get("group"),
         )
 
 
@@ -106,11 +119,20 @@ class SmokeReport:
         """True when no check failed (skips do not fail a run)."""
         return not any(result.verdict is Verdict.FAIL for result in self.results)
 
-    def result(self, name: str) -> CheckResult:
+    def result(self, name: str, partition: str | None = None, group: str | None = None) -> CheckResult:
+        """The first result of check ``name`` (in ``partition`` and ``group`` when given)."""
         for result in self.results:
-            if result.name == name:
+            in_scope = partition in (None, result.partition) and group in (None, result.group)
+            if result.name == name and in_scope:
                 return result
         raise KeyError(name)
+
+    def scopes(self) -> dict[tuple[str, str], list[CheckResult]]:
+        """Results by (partition, group), in the order they ran."""
+        grouped: dict[tuple[str, str], list[CheckResult]] = {}
+        for result in self.results:
+            grouped.setdefault(result.scope, []).append(result)
+        return grouped
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,6 +216,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "output_tail",
                     "details",
                     "warnings",
+                    "partition",
+                    "group",
                 ],
                 "additionalProperties": False,
                 "properties": {
@@ -210,6 +234,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "output_tail": {"type": ["string", "null"]},
                     "details": {"type": "object"},
                     "warnings": {"type": "array", "items": {"type": "string"}},
+                    "partition": {"type": ["string", "null"]},
+                    "group": {"type": ["string", "null"]},
                 },
             },
         },
@@ -236,50 +262,61 @@ def write_json(report: SmokeReport, path: str | Path) -> None:
 
 
 def junit_xml(report: SmokeReport, suite_name: str = "cluster-smoke") -> str:
-    """JUnit XML: one <testcase> per check; fail -> <failure>, skip -> <skipped>."""
-    counts = report.counts
+    """JUnit XML: one <testsuite> per partition and node group (``cluster-smoke.gpu.h100``), one
+    <testcase> per check in it; fail -> <failure>, skip -> <skipped>."""
     suites = ET.Element("testsuites", name=suite_name)
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name=suite_name,
-        tests=str(len(report.results)),
-        failures=str(counts["fail"]),
-        errors="0",
-        skipped=str(counts["skip"]),
-        time=f"{report.duration_s:.3f}",
-        timestamp=report.started_at,
-    )
-    properties = ET.SubElement(suite, "properties")
-    for key in sorted(report.target):
-        ET.SubElement(properties, "property", name=key, value=str(report.target[key]))
-    for result in report.results:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"{suite_name}.checks",
-            name=result.name,
-            time=f"{result.duration_s:.3f}",
+    scopes = report.scopes()
+    for (partition, group), results in scopes.items():
+        name = ".".join(part for part in (suite_name, partition, group) if part)
+        # One scope: the run's wall time; several: each suite's own checks.
+        seconds = report.duration_s if len(scopes) == 1 else sum(result.duration_s for result in results)
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=name,
+            tests=str(len(results)),
+            failures=str(sum(1 for result in results if result.verdict is Verdict.FAIL)),
+            errors="0",
+            skipped=str(sum(1 for result in results if result.verdict is Verdict.SKIP)),
+            time=f"{seconds:.3f}",
+            timestamp=report.started_at,
         )
-        if result.verdict is Verdict.FAIL:
-            failure = ET.SubElement(
-                case, "failure", message=_xml_safe(result.reason), type="SmokeCheckFailure"
-            )
-            failure.text = _xml_safe(result.output_tail or result.reason)
-        elif result.verdict is Verdict.SKIP:
-            ET.SubElement(case, "skipped", message=_xml_safe(result.reason))
-        out = ET.SubElement(case, "system-out")
-        out.text = _xml_safe(
-            f"{format_figure(result)}  threshold: {format_threshold(result)}\n{result.reason}"
-        )
-        if result.warnings:
-            err = ET.SubElement(case, "system-err")
-            err.text = _xml_safe(
-                "\n".join(f"warning: {warning}" for warning in result.warnings)
-                + (f"\n{result.output_tail}" if result.output_tail else "")
-            )
+        properties = ET.SubElement(suite, "properties")
+        for key, value in sorted(_scope_properties(report.target, partition, group).items()):
+            ET.SubElement(properties, "property", name=key, value=str(value))
+        for result in results:
+            _junit_case(suite, f"{name}.checks", result)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _scope_properties(target: dict[str, Any], partition: str, group: str) -> dict[str, Any]:
+    """The run's target as JUnit properties; for a run over several scopes, what they share
+    and this scope's own entry (its nodes, GPUs and thresholds)."""
+    shared = {key: value for key, value in target.items() if key != "scopes"}
+    for scope in target.get("scopes", []):
+        if (scope.get("partition") or "", scope.get("group") or "") == (partition, group):
+            return {**shared, **scope}
+    return shared
+
+
+def _junit_case(suite: ET.Element, classname: str, result: CheckResult) -> None:
+    case = ET.SubElement(
+        suite, "testcase", classname=classname, name=result.name, time=f"{result.duration_s:.3f}"
+    )
+    if result.verdict is Verdict.FAIL:
+        failure = ET.SubElement(case, "failure", message=_xml_safe(result.reason), type="SmokeCheckFailure")
+        failure.text = _xml_safe(result.output_tail or result.reason)
+    elif result.verdict is Verdict.SKIP:
+        ET.SubElement(case, "skipped", message=_xml_safe(result.reason))
+    out = ET.SubElement(case, "system-out")
+    out.text = _xml_safe(f"{format_figure(result)}  threshold: {format_threshold(result)}\n{result.reason}")
+    if result.warnings:
+        err = ET.SubElement(case, "system-err")
+        err.text = _xml_safe(
+            "\n".join(f"warning: {warning}" for warning in result.warnings)
+            + (f"\n{result.output_tail}" if result.output_tail else "")
+        )
 
 
 def _xml_safe(text: str) -> str:
@@ -312,18 +349,26 @@ def format_threshold(result: CheckResult) -> str:
 
 
 def format_table(report: SmokeReport, reasons: bool = True) -> str:
-    """Plain-text table: check, verdict, figure, threshold, time; then why each fail/skip happened."""
+    """Plain-text table: check, verdict, figure, threshold, time; then why each fail/skip happened.
+
+    A run over several partitions and node groups gets one section per (partition, group), headed
+    ``== partition gpu, group h100 ==``; the lines under the table name the scope of each reason.
+    """
     header = ("check", "verdict", "figure", "threshold", "time")
-    rows = [
-        (r.name, _verdict_cell(r), format_figure(r), format_threshold(r), f"{r.duration_s:.1f}s")
-        for r in report.results
-    ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+    scopes = report.scopes()
+    sectioned = len(scopes) > 1 or any(scope != ("", "") for scope in scopes)
+    rows = {id(r): (r.name, _verdict_cell(r), format_figure(r), format_threshold(r), f"{r.duration_s:.1f}s")
+            for r in report.results}
+    widths = [max(len(row[i]) for row in [header, *rows.values()]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+
+    lines = [line(header), "  ".join("-" * width for width in widths)]
+    for scope, results in scopes.items():
+        if sectioned:
+            lines.append(f"== {scope_title(*scope)} ==")
+        lines.extend(line(rows[id(result)]) for result in results)
     counts = report.counts
     warned = sum(1 for result in report.results if result.warnings)
     lines.append(
@@ -333,10 +378,17 @@ def format_table(report: SmokeReport, reasons: bool = True) -> str:
     )
     if reasons:
         for result in report.results:
+            where = f" ({'/'.join(part for part in result.scope if part)})" if sectioned else ""
             if result.verdict is not Verdict.PASS and result.reason:
-                lines.append(f"{result.name} [{result.verdict.value}]: {result.reason}")
-            lines.extend(f"{result.name} [warning]: {warning}" for warning in result.warnings)
+                lines.append(f"{result.name}{where} [{result.verdict.value}]: {result.reason}")
+            lines.extend(f"{result.name}{where} [warning]: {warning}" for warning in result.warnings)
     return "\n".join(lines)
+
+
+def scope_title(partition: str, group: str) -> str:
+    """``partition gpu, group h100``; ``partition gpu`` for the partition-wide checks."""
+    parts = [f"partition {partition}" if partition else "", f"group {group}" if group else ""]
+    return ", ".join(part for part in parts if part) or "default partition"
 
 
 def _verdict_cell(result: CheckResult) -> str:

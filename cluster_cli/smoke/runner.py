@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
@@ -27,51 +28,63 @@ TORCH_PROBE = "import torch; print(torch.__version__)"
 
 @dataclass(frozen=True)
 class SmokeEvent:
-    """Progress: ``start`` before a check runs, ``finish`` (with its result) after."""
+    """Progress: ``start`` before a check runs, ``finish`` (with its result) after; ``scope`` is
+    where it runs (``gpu/h100``), "" for a plain target."""
 
     kind: Literal["start", "finish"]
     check: str
     index: int
     total: int
     result: CheckResult | None = None
+    scope: str = ""
 
 
 ProgressCallback = Callable[[SmokeEvent], None]
 
 
 def run_smoke(
-    target: SmokeTarget, only: list[str] | None = None, progress: ProgressCallback | None = None
+    target: SmokeTarget | Sequence[SmokeTarget],
+    only: list[str] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> SmokeReport:
-    """Run the smoke checks (all, or the names in ``only``) against ``target``.
+    """Run the smoke checks (all, or the names in ``only``) against ``target``: one target, or
+    several (one per partition and per node group, see ``cluster_cli.smoke_control.target``),
+    each running the checks of its scope.
 
     Raises UnknownCheckError for unknown check names and SmokeSetupError when nothing can run (no
     Slurm client, controller unreachable, no usable test user). Every check yields a result,
     even when it times out or breaks; the report is also written to <run_dir>/report.json.
     """
+    targets = [target] if isinstance(target, SmokeTarget) else list(target)
+    if not targets:
+        raise SmokeSetupError("nothing to test: no smoke target")
     checks = select(only)
+    plan = [(each, [check for check in checks if check.applies_to(each)]) for each in targets]
+    plan = [(each, scoped) for each, scoped in plan if scoped]
+    first = targets[0]
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     start = time.monotonic()
-    user, created = ensure_user(target.user, target.create_user, target.user_uid, target.user_gid)
-    session = SlurmSession(
-        user,
-        target.slurm_conf,
-        job_args=target.job_args,
-        partition=target.partition,
-        accounting=target.accounting_enabled,
-    )
-    config = session.show_config()
+    user, created = ensure_user(first.user, first.create_user, first.user_uid, first.user_gid)
+    probe = SlurmSession(user, first.slurm_conf)
+    config = probe.show_config()
     run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    with _open_run_dir(target.work_dir, f"run-{run_id}", user) as run_home:
-        session.cwd = run_home.path
-        needs_torch = target.torch_installed and any(check.needs_torch for check in checks)
+    with _open_run_dir(first.work_dir, f"run-{run_id}", user) as run_home:
+        needs_torch = any(
+            each.torch_installed and any(check.needs_torch for check in scoped) for each, scoped in plan
+        )
         # Only the training checks need the scripts (an installed package may not ship them).
-        training_dir = _copy_training(target.training_dir, run_home) if needs_torch else target.training_dir
-        ctx = CheckContext(target, session, run_id, run_home, training_dir, config)
-        ctx.unusable_nodes = _unusable_nodes(session, target.nodes)
-        if needs_torch:
-            ctx.torch_problem = _probe_torch(ctx)
-        results = _run_checks(checks, ctx, progress)
-        summary = target.summary()
+        training_dir = _copy_training(first.training_dir, run_home) if needs_torch else first.training_dir
+        counter = _Counter(sum(len(scoped) for _, scoped in plan), progress)
+        # Node states once for the whole run: one sinfo (and one settling wait) for every scope.
+        probe.cwd = run_home.path
+        unusable = _unusable_nodes(probe, sorted({node for each, _ in plan for node in each.nodes}))
+        results: list[CheckResult] = []
+        for each, scoped in plan:
+            ctx = _scope_context(each, user, run_id, run_home, training_dir, config, unusable)
+            if each.torch_installed and any(check.needs_torch for check in scoped):
+                ctx.torch_problem = _probe_torch(ctx)
+            results.extend(_run_checks(scoped, ctx, counter))
+        summary = first.summary() if len(targets) == 1 else _run_summary(targets)
         summary.update(
             user_created=created, slurm_version=config.get("SLURM_VERSION"), cluster=config.get("ClusterName")
         )
@@ -80,26 +93,93 @@ def run_smoke(
     return report
 
 
+def _run_summary(targets: list[SmokeTarget]) -> dict[str, Any]:
+    """The report's target for a run over several scopes: what they share, and each scope."""
+    first = targets[0].summary()
+    shared = {key: first[key] for key in ("work_dir", "user", "python", "check_timeout_s", "accounting_enabled")}
+    per_scope = ("partition", "group", "scope", "nodes", "sample", "gpus_per_node", "gpu_type", "gres_type",
+                 "fake_gpus", "thresholds")
+    scopes = [{key: each.summary()[key] for key in per_scope} for each in targets]
+    return {**shared, "partitions": sorted({each.partition or "" for each in targets}), "scopes": scopes}
+
+
+@dataclass
+class _Counter:
+    """Numbers the checks across every scope for the progress events."""
+
+    total: int
+    progress: ProgressCallback | None
+    index: int = 0
+
+    def emit(
+        self, kind: Literal["start", "finish"], check: str, scope: str, result: CheckResult | None = None
+    ) -> None:
+        if self.progress:
+            self.progress(SmokeEvent(kind, check, self.index, self.total, result, scope))
+        if kind == "finish":
+            self.index += 1
+
+
+def _scope_context(
+    target: SmokeTarget,
+    user: User,
+    run_id: str,
+    run_home: UserDir,
+    training_dir: Path,
+    config: dict[str, str],
+    unusable_in_run: dict[str, str],
+) -> CheckContext:
+    """A session on the target's partition; for a group, the sample of its nodes the checks use."""
+    session = SlurmSession(
+        user, target.slurm_conf, job_args=target.job_args, partition=target.partition,
+        accounting=target.accounting_enabled,
+    )
+    session.cwd = run_home.path
+    every = list(target.nodes)
+    unusable = {node: state for node, state in unusable_in_run.items() if node in every}
+    sample = choose_sample(every, unusable, target.sample)
+    sampled = dataclasses.replace(target, nodes=sample) if sample != every else target
+    ctx = CheckContext(sampled, session, run_id, run_home, training_dir, config)
+    ctx.unusable_nodes = {node: state for node, state in unusable.items() if node in sample}
+    ctx.every_node, ctx.every_unusable = every, unusable
+    if target.scope != "whole":
+        ctx.prefix = ".".join(part for part in (target.partition, target.group) if part) + "-"
+    if target.scope == "group":
+        ctx.exclude = [*target.exclude_nodes, *(node for node in every if node not in sample)]
+    return ctx
+
+
+def choose_sample(nodes: list[str], unusable: dict[str, str], size: int | None) -> list[str]:
+    """The first ``size`` nodes, usable ones first (a drained node is no reason to fail the
+    per-group checks; the all-node checks report it); all of them when ``size`` is None."""
+    if size is None or size >= len(nodes):
+        return list(nodes)
+    ordered = [node for node in nodes if node not in unusable] + [node for node in nodes if node in unusable]
+    chosen = set(ordered[:size])
+    return [node for node in nodes if node in chosen]
+
+
 def _open_run_dir(work_dir: Path, name: str, user: User) -> UserDir:
     """The run directory, made in the work directory and held open (see ``userdir``)."""
     with UserDir.open_work_dir(work_dir, user) as work:
         return work.child(name)
 
 
-def _run_checks(checks: list[Check], ctx: CheckContext, progress: ProgressCallback | None) -> list[CheckResult]:
+def _run_checks(checks: list[Check], ctx: CheckContext, counter: _Counter) -> list[CheckResult]:
     results: list[CheckResult] = []
+    scope = "" if ctx.target.scope == "whole" else ctx.target.label
     try:
-        for index, check in enumerate(checks):
-            if progress:
-                progress(SmokeEvent("start", check.name, index, len(checks)))
+        for check in checks:
+            counter.emit("start", check.name, scope)
             if check.needs_torch and not ctx.target.torch_installed:
                 result = CheckResult(check.name, Verdict.SKIP,
                                      "the training environment has no torch (training.torch_version: null)")
             else:
                 result = _run_one(check, ctx)
+            if ctx.target.scope != "whole":
+                result.partition, result.group = ctx.target.partition, ctx.target.group
             results.append(result)
-            if progress:
-                progress(SmokeEvent("finish", check.name, index, len(checks), result))
+            counter.emit("finish", check.name, scope, result)
     finally:
         ctx.session.cancel_by_name_prefix(f"smoke-{ctx.run_id}")
     return results

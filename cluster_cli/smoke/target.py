@@ -73,6 +73,22 @@ class SmokeTarget:
     """Extra options for every sbatch/srun/salloc (e.g. ["--account=ops", "--qos=debug"])."""
     training_dir: Path = DEFAULT_TRAINING_DIR
     """Directory with the training scripts; copied into each run directory."""
+    scope: str = "whole"
+    """Which checks run here (registry.SCOPES): "whole" every check; "partition" the cluster
+    checks over every node of ``partition``; "group" the per-group checks on ``group``'s nodes."""
+    group: str | None = None
+    """The node group of a "group" target (its name in the inventory), for the report."""
+    sample: int | None = None
+    """Per-group checks use at most this many of ``nodes`` (usable ones first); None: all."""
+    exclude_nodes: list[str] = field(default_factory=list)
+    """Nodes of ``partition`` outside this target: every job of a group target excludes them,
+    so a job of any size lands on this group's nodes only."""
+    gres_type: str | None = None
+    """The GPU type as Slurm names it (gres/gpu:TYPE), e.g. "h100"; None: untyped GPUs."""
+    cpus_per_node: int = 1
+    """CPUs Slurm schedules on each node (the node-fill check on CPU-only nodes)."""
+    node_devices: dict[str, list[str]] = field(default_factory=dict)
+    """Each node's GPU device files, where known: the evidence of which GPUs a task owns."""
 
     def __post_init__(self) -> None:
         self.nodes = list(self.nodes)
@@ -86,9 +102,18 @@ class SmokeTarget:
             raise ValueError("gpus_per_node must be >= 0 and cpu_ranks_per_node >= 1")
         if self.check_timeout_s <= 0:
             raise ValueError("check_timeout_s must be positive")
+        if self.scope not in ("whole", "partition", "group"):
+            raise ValueError(f"SmokeTarget.scope: {self.scope!r} is not whole, partition or group")
+        if self.sample is not None and self.sample < 1:
+            raise ValueError("SmokeTarget.sample must be at least 1")
         if self.user == "root":
             raise ValueError("SmokeTarget.user: jobs must not run as root")
         _thresholds.resolve(self.gpu_type, self.thresholds)  # unknown keys fail early
+
+    @property
+    def label(self) -> str:
+        """Where the checks run, for people: ``gpu``, ``gpu/h100`` (partition/group)."""
+        return "/".join(part for part in (self.partition, self.group) if part) or "default"
 
     @property
     def real_gpus(self) -> bool:

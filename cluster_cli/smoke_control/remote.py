@@ -61,14 +61,16 @@ def _add_tree(archive: tarfile.TarFile, source: Path, name: str) -> None:
             archive.add(path, arcname=f"{name}/{path.relative_to(source)}", recursive=False)
 
 
-def bundle(target: SmokeTarget) -> bytes:
-    """tar.gz of the smoke package, the training scripts and the target."""
+def bundle(target: SmokeTarget | Sequence[SmokeTarget]) -> bytes:
+    """tar.gz of the smoke package, the training scripts and the target(s)."""
+    targets = [target] if isinstance(target, SmokeTarget) else list(target)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         archive.add(PACKAGE_DIR / "__init__.py", arcname="cluster_cli/__init__.py")
         _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")
-        _add_tree(archive, target.training_dir, "training")
-        data = json.dumps(target.summary(), indent=2).encode()
+        _add_tree(archive, targets[0].training_dir, "training")
+        summaries = [each.summary() for each in targets]
+        data = json.dumps(summaries[0] if isinstance(target, SmokeTarget) else summaries, indent=2).encode()
         info = tarfile.TarInfo("target.json")
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
@@ -86,7 +88,10 @@ def _ssh(host: ManagedHost, command: Sequence[str], stdin: bytes | None = None, 
 
 
 def run_remote_smoke(
-    host: ManagedHost, target: SmokeTarget, only: list[str] | None, progress: ProgressCallback | None
+    host: ManagedHost,
+    target: SmokeTarget | Sequence[SmokeTarget],
+    only: list[str] | None,
+    progress: ProgressCallback | None,
 ) -> SmokeReport:
     """Run the suite on ``host``; returns its report (the run directory is on the cluster)."""
     workdir = _ssh(host, ["mktemp", "-d", "/tmp/cluster-cli-smoke.XXXXXXXX"])
@@ -96,8 +101,10 @@ def run_remote_smoke(
         _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
         command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.agent",
                    f"{workdir}/target.json", *(only or [])]
+        targets = [target] if isinstance(target, SmokeTarget) else list(target)
         checks = len(only) if only else len(CHECKS)
-        return _stream(host, command, progress, timeout=SETUP_SLACK_S + target.check_timeout_s * checks)
+        timeout = SETUP_SLACK_S + sum(each.check_timeout_s for each in targets) * checks
+        return _stream(host, command, progress, timeout=timeout)
     finally:
         _ssh(host, ["rm", "-rf", "--", workdir])
 
@@ -120,7 +127,8 @@ def _stream(host: ManagedHost, command: list[str], progress: ProgressCallback | 
                 event = message.get("event")
                 if event in ("start", "finish") and progress:
                     result = CheckResult.from_dict(message["result"]) if message.get("result") else None
-                    progress(SmokeEvent(event, message["check"], message["index"], message["total"], result))
+                    where = (message["index"], message["total"], result, message.get("scope", ""))
+                    progress(SmokeEvent(event, message["check"], *where))
                 elif event == "report":
                     report = SmokeReport.from_dict(message["report"])
                 elif event == "error":

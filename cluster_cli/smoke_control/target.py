@@ -1,12 +1,16 @@
-"""The smoke suite's target, derived from the inventory: which partition, GPUs and thresholds."""
+"""The smoke suite's targets, derived from the inventory: which partitions and node groups, their
+GPUs and thresholds. ``smoke_plan`` gives one target per partition and one per node group in it;
+``smoke_target`` the single target of one partition (the library's plain use)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
-from cluster_cli.cluster import Cluster
+from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.errors import ClusterCliError
+from cluster_cli.model import NodeGroup
 from cluster_cli.smoke import SmokeTarget
 
 
@@ -32,9 +36,7 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
     fake = any(group.gpus is not None and group.gpus.fake for group in groups)
     gpu_type = next(iter(gpu_types)) if len(gpu_types) == 1 else None
     training = cluster.inventory.training
-    thresholds: dict[str, float | None] = {}
-    if gpu_type and gpu_type in training.thresholds:
-        thresholds = {key: value for key, value in training.thresholds[gpu_type].model_dump().items() if value is not None}
+    thresholds = _type_thresholds(cluster, gpu_type)
     with_devices = [node for node in nodes if node.gpu_devices]
     return SmokeTarget(
         nodes=[node.name for node in nodes],
@@ -53,3 +55,67 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
         check_timeout_s=check_timeout_s,
         gpu_device_glob=_device_glob(with_devices[0].gpu_devices) if with_devices else SmokeTarget.gpu_device_glob,
     )
+
+
+def partitions_to_test(cluster: Cluster, partition: str | None) -> list[str]:
+    """``partition``; every partition for None or "all" (unless one is named "all")."""
+    if partition is None or (partition == "all" and partition not in cluster.partition_nodes):
+        return list(cluster.partition_nodes)
+    if partition not in cluster.partition_nodes:
+        raise ClusterCliError(f"no partition '{partition}' (partitions: {', '.join(cluster.partition_nodes)})")
+    return [partition]
+
+
+def smoke_plan(
+    cluster: Cluster, partition: str | None = None, sample: int | None = 2, check_timeout_s: float = 180.0
+) -> list[SmokeTarget]:
+    """The targets of a run: for each partition tested, one for its cluster checks over all its
+    nodes, then one per node group in it (groups in inventory order) for the per-group checks on
+    at most ``sample`` of that group's nodes there."""
+    targets: list[SmokeTarget] = []
+    for name in partitions_to_test(cluster, partition):
+        base = dataclasses.replace(smoke_target(cluster, name, check_timeout_s), scope="partition")
+        targets.append(base)
+        members = set(cluster.partition_nodes[name])
+        for group in cluster.inventory.node_groups:
+            nodes = [node for node in cluster.group_nodes(group) if node.name in members]
+            if nodes:
+                targets.append(group_target(cluster, base, group, nodes, sample))
+    return targets
+
+
+def group_target(
+    cluster: Cluster, partition: SmokeTarget, group: NodeGroup, nodes: list[SlurmNode], sample: int | None
+) -> SmokeTarget:
+    """The per-group checks' target: ``group``'s ``nodes`` in ``partition``, its GPUs and thresholds;
+    its jobs exclude the partition's other nodes."""
+    names = [node.name for node in nodes]
+    gpus = group.gpus
+    gpu_type = gpus.type if gpus else None
+    with_devices = [node for node in nodes if node.gpu_devices]
+    return dataclasses.replace(
+        partition,
+        scope="group",
+        group=group.name,
+        nodes=names,
+        sample=sample,
+        exclude_nodes=[node for node in partition.nodes if node not in names],
+        gpus_per_node=gpus.count if gpus else 0,
+        gpu_type=gpu_type.upper() if gpu_type else None,
+        gres_type=gpu_type,
+        fake_gpus=bool(gpus and gpus.fake),
+        thresholds=_type_thresholds(cluster, gpu_type),
+        cpus_per_node=group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
+        node_devices={node.name: list(node.gpu_devices) for node in with_devices},
+        gpu_device_glob=(
+            _device_glob(with_devices[0].gpu_devices) if with_devices else SmokeTarget.gpu_device_glob
+        ),
+    )
+
+
+def _type_thresholds(cluster: Cluster, gpu_type: str | None) -> dict[str, float | None]:
+    """``training.thresholds[TYPE]``, the keys set there."""
+    configured = cluster.inventory.training.thresholds
+    if not gpu_type or gpu_type not in configured:
+        return {}
+    return {key: value for key, value in configured[gpu_type].model_dump().items() if value is not None}
