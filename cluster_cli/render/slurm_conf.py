@@ -7,6 +7,7 @@ from typing import Any
 from cluster_cli import hostlist
 from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
+from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
 
 # Choices the field notes record for GPU training clusters; each can be overridden or deleted
 # (null) through `slurm.conf` in the inventory.
@@ -97,7 +98,20 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
         )
     if inventory.topology is not None:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
+    derived.update(health_check_settings(cluster))
     return derived
+
+
+def health_check_settings(cluster: Cluster) -> dict[str, Any]:
+    """cluster-cli's node health check (render/health_conf.py), when the inventory turns it on."""
+    health = cluster.inventory.health_check
+    if not health.enabled:
+        return {}
+    return {
+        "HealthCheckProgram": HEALTH_PROGRAM_PATH,
+        "HealthCheckInterval": health.interval_s,
+        "HealthCheckNodeState": health.node_state,
+    }
 
 
 def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:
