@@ -210,6 +210,14 @@ def test_low_free_space_and_a_missing_mount_fail(host: Host) -> None:
     assert host.calls() == []
 
 
+def test_a_directory_not_made_yet_is_checked_on_the_file_system_it_will_be_on(host: Host) -> None:
+    # slurmd's first start (and check) comes before the training role makes its work directory
+    host.config["nodes"]["gpu1"]["free_space_dirs"].append(str(host.root / "work" / "not-yet"))
+    assert host.run().stdout.strip() == "gpu1: pass"
+    host.config["min_free_mb"] = 1 << 40
+    assert f"disk {host.root / 'work' / 'not-yet'}: " in host.run("--no-act").stdout
+
+
 def test_an_unknown_node_is_a_usage_error(host: Host) -> None:
     done = host.run("--node", "gpu9")
     assert done.returncode == 2 and "no node 'gpu9'" in done.stderr
