@@ -453,7 +453,7 @@ def status(inventory: Path, as_json: bool) -> None:
     """Controller, node states and accounting, as the cluster reports them (exit 1 if unhealthy)."""
     import json
     from cluster_cli.loader import load_cluster
-    from cluster_cli.progress import node_table
+    from cluster_cli.progress import daemon_lines, node_table
     from cluster_cli.status import collect_status
     from rich.console import Console
     report = collect_status(load_cluster(inventory))
@@ -467,6 +467,8 @@ def status(inventory: Path, as_json: bool) -> None:
             acct = "[green]ok[/green]" if report.accounting_up else "[red]unavailable[/red]"
             console.print(f"accounting: {acct} ({report.accounting_message})")
         console.print(node_table(report))
+        for line in daemon_lines(report):
+            console.print(line)
         verdict = "[green]healthy[/green]" if report.healthy else "[red]unhealthy[/red]"
         console.print(f"cluster is {verdict}")
     if not report.healthy:

@@ -136,17 +136,20 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
     return tails
 
 
+def _rendered_and_munge_key(prepared: Prepared) -> tuple[dict[str, str], bytes]:
+    """The build's files by path, and the munge key the hosts should hold."""
+    rendered = {item.path: item.content for item in prepared.bundle.files}
+    return rendered, prepared.bundle.secrets.munge_key_path.read_bytes()
+
+
 def expected_files(prepared: Prepared) -> dict[str, list[HostFile]]:
     """The files each host should hold after this deploy (checksums), without probing a host."""
-    rendered = {item.path: item.content for item in prepared.bundle.files}
-    return files_by_host(prepared.cluster, rendered, prepared.bundle.secrets.munge_key_path.read_bytes())
+    return files_by_host(prepared.cluster, *_rendered_and_munge_key(prepared))
 
 
 def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:
     """Probe every host and compare it with the rendered build: what a deploy would change."""
-    rendered = {item.path: item.content for item in prepared.bundle.files}
-    munge_key = prepared.bundle.secrets.munge_key_path.read_bytes()
-    return plan_cluster(prepared.cluster, rendered, munge_key, prepared.record)
+    return plan_cluster(prepared.cluster, *_rendered_and_munge_key(prepared), prepared.record)
 
 
 def write_retired_inventory(prepared: Prepared) -> list[str]:

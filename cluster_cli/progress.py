@@ -79,11 +79,20 @@ def node_table(report: ClusterStatus) -> Table:
     table = Table(title_justify="left")
     for column in ("node", "state", "gres", "reason"):
         table.add_column(column)
+    dead = {daemon.daemon.removeprefix("slurmd@"): daemon.problem for daemon in report.failed_daemons}
     for node in report.nodes:
-        table.add_row(node.name, node.state, node.gres, node.reason)
+        state = f"{node.state} [red](slurmd {dead[node.name]})[/red]" if node.name in dead else node.state
+        table.add_row(node.name, state, node.gres, node.reason)
     for name in report.missing_nodes:
         table.add_row(name, "[red]not in sinfo[/red]", "", "")
     return table
+
+
+def daemon_lines(report: ClusterStatus) -> list[str]:
+    """A line per daemon that does not run or listen; one line when they all do."""
+    if not report.failed_daemons:
+        return [f"daemons: all {len(report.daemons)} running and listening"]
+    return [f"[red]{daemon.daemon}[/red] on {daemon.host}: {daemon.problem}" for daemon in report.failed_daemons]
 
 
 class SmokeProgress:

@@ -1,4 +1,6 @@
-"""cluster-cli status: controller, nodes and accounting, asked of the cluster itself."""
+"""cluster-cli status: controller, nodes and accounting, asked of the cluster itself, and every
+daemon's process and port, asked of its host (slurmctld notices a dead slurmd only after
+SlurmdTimeout; the host knows at once)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 from cluster_cli.ansible.runner import run_ad_hoc
 from cluster_cli.cluster import Cluster
+from cluster_cli.probe import HostProbe, probe_daemons
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
+from cluster_cli.resolve.clashes import daemon_ports
 from cluster_cli.smoke.node_states import is_usable
 
 
@@ -19,6 +23,22 @@ class NodeStatus:
     state: str
     reason: str
     gres: str
+
+
+@dataclass
+class DaemonStatus:
+    host: str
+    daemon: str
+    """slurmctld, slurmdbd, mariadbd or slurmd@NODE."""
+    running: bool
+    port: int | None
+    listening: bool
+    problem: str = ""
+    """Empty when it runs and listens; else what is wrong, or why the host could not be asked."""
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problem
 
 
 @dataclass
@@ -32,12 +52,18 @@ class ClusterStatus:
     accounting_enabled: bool = False
     accounting_up: bool | None = None
     accounting_message: str = ""
+    daemons: list[DaemonStatus] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
         nodes_ok = all(is_usable(node.state) for node in self.nodes) and not self.missing_nodes
         accounting_ok = self.accounting_up is not False
-        return self.controller_up and nodes_ok and accounting_ok
+        daemons_ok = all(daemon.healthy for daemon in self.daemons)
+        return self.controller_up and nodes_ok and accounting_ok and daemons_ok
+
+    @property
+    def failed_daemons(self) -> list[DaemonStatus]:
+        return [daemon for daemon in self.daemons if not daemon.healthy]
 
     def to_json(self) -> dict[str, object]:
         document = asdict(self)
@@ -68,6 +94,23 @@ class HostCommand:
         return run_ad_hoc(self.inventory_file, host, argv, timeout_s)
 
 
+def daemon_statuses(cluster: Cluster, probes: dict[str, HostProbe]) -> list[DaemonStatus]:
+    """Each daemon a host should run, from what the host answered."""
+    statuses = []
+    for name, host in cluster.hosts.items():
+        probe = probes[name]
+        if probe.error:
+            statuses.append(DaemonStatus(name, "(host)", False, None, False, f"not reachable: {probe.error}"))
+            continue
+        for claim in daemon_ports(cluster.inventory, host):
+            running = bool(probe.daemons.get(claim.daemon, {}).get("running"))
+            listening = probe.ports.get(claim.daemon, False)
+            problem = ("" if running and listening else "not running" if not running
+                       else f"running, but nothing accepts connections on port {claim.port}")
+            statuses.append(DaemonStatus(name, claim.daemon, running, claim.port, listening, problem))
+    return statuses
+
+
 def collect_status(cluster: Cluster) -> ClusterStatus:
     controller = cluster.inventory.controllers.primary
     with tempfile.TemporaryDirectory(prefix="cluster-cli-status-") as workdir:
@@ -93,4 +136,5 @@ def collect_status(cluster: Cluster) -> ClusterStatus:
             status.accounting_message = (
                 f"cluster '{cluster.name}' registered" if status.accounting_up else (output.splitlines() or ["no answer"])[-1]
             )
+    status.daemons = daemon_statuses(cluster, probe_daemons(cluster))
     return status

@@ -18,6 +18,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
+from cluster_cli.resolve.clashes import daemon_ports
 from cluster_cli.smoke_control.remote import ssh_argv
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
@@ -39,6 +40,7 @@ class HostProbe:
     error: str | None = None
     owed: list[str] = field(default_factory=list)
     slurmds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ports: dict[str, bool] = field(default_factory=dict)
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
@@ -72,6 +74,15 @@ def probe_request(cluster: Cluster, host: ManagedHost, files: list[HostFile]) ->
     }
 
 
+def daemon_request(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
+    """A probe of the daemons ``host`` should run, their processes and ports, and nothing else."""
+    ports = {claim.daemon: claim.port for claim in daemon_ports(cluster.inventory, host)}
+    pidfiles = daemon_pidfiles(cluster, host)
+    # No pid file of ours for MariaDB (the package's service writes it): found by its name.
+    pidfiles.update({daemon: "" for daemon in ports if daemon not in pidfiles})
+    return {"pidfiles": pidfiles, "ports": ports}
+
+
 def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
     try:
         answer = agent.probe(request) if host.connection == "local" else _probe_over_ssh(host, request)
@@ -79,7 +90,7 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
         return HostProbe(host.name, error=str(failure))
     return HostProbe(
         host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller"),
-        owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}),
+        owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}), ports=answer.get("ports", {}),
     )
 
 
@@ -107,6 +118,16 @@ def probe_cluster(cluster: Cluster, files_by_host: dict[str, list[HostFile]]) ->
     """Probe every host of the cluster in parallel."""
     requests = {name: probe_request(cluster, host, files_by_host.get(name, []))
                 for name, host in cluster.hosts.items()}
+    return probe_hosts(cluster, requests)
+
+
+def probe_daemons(cluster: Cluster) -> dict[str, HostProbe]:
+    """Probe every host's daemons (processes and ports) in parallel."""
+    return probe_hosts(cluster, {name: daemon_request(cluster, host) for name, host in cluster.hosts.items()})
+
+
+def probe_hosts(cluster: Cluster, requests: dict[str, dict[str, Any]]) -> dict[str, HostProbe]:
+    """Send each host its request, all at once."""
     workers = max(1, min(MAX_PARALLEL_PROBES, len(requests)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(probe_host, cluster.hosts[name], request) for name, request in requests.items()}

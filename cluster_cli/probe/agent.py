@@ -5,9 +5,11 @@ SSH, or runs it in-process for a local host) with a JSON request, and reads one 
 It changes nothing on the host.
 
 Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path},
-          "packages": [names], "pending_dir", "run_dir", "controller": {"conf", "state_dir"} or null}
+          "ports": {daemon: port}, "packages": [names], "pending_dir", "run_dir",
+          "controller": {"conf", "state_dir"} or null}
 Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
           "daemons": {daemon: {"pid", "started", "running"}},
+          "ports": {daemon: true if something accepts connections on the port here},
           "owed": [markers in pending_dir], "slurmds": {"slurmd@NODE": facts} (every live one),
           "packages": {name: version or null},
           "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null}
@@ -21,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 
 COMMAND_TIMEOUT_S = 20
+PORT_TIMEOUT_S = 2.0
 # The longest file text sent back for a diff; managed configs are far smaller.
 MAX_TEXT_BYTES = 1_000_000
 
@@ -97,6 +101,16 @@ def process_facts(pidfile: str, boot_time: float, daemon: str = "") -> dict:
     fields = stat[stat.rindex(")") + 2:].split()
     started = boot_time + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     return {"pid": pid, "started": round(started, 2), "running": fields[0] not in ("Z", "X")}
+
+
+def port_open(port: int) -> bool:
+    """Whether a daemon accepts TCP connections on ``port`` of this host (the loopback address:
+    Slurm's daemons listen on every address, MariaDB on 127.0.0.1 only)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=PORT_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
 
 
 def _run(argv: list[str], env: dict | None = None, stdout_always: bool = False) -> tuple[int, str]:
@@ -197,6 +211,7 @@ def probe(request: dict) -> dict:
         "slurmds": running_slurmds(request["run_dir"], boot_time) if request.get("run_dir") else {},
         "files": {entry["path"]: file_facts(entry) for entry in request.get("files", [])},
         "daemons": {name: process_facts(path, boot_time, name) for name, path in request.get("pidfiles", {}).items()},
+        "ports": {name: port_open(port) for name, port in request.get("ports", {}).items()},
         "packages": package_versions(request.get("packages", [])),
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
     }

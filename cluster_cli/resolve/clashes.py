@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
@@ -11,8 +12,19 @@ from cluster_cli.resolve.problems import Problems
 
 MARIADB_PORT = 3306
 
-# A port, who listens on it, and the field that sets it (where a clash is reported).
-PortClaim = tuple[int, str, Location]
+
+
+@dataclass(frozen=True)
+class DaemonPort:
+    """A daemon of a host and the TCP port it listens on."""
+
+    daemon: str
+    """As the probe names it: slurmctld, slurmdbd, mariadbd, slurmd@NODE."""
+    label: str
+    """As a message names it: "slurmd of NODE", "MariaDB"."""
+    port: int
+    where: Location
+    """The inventory field that sets the port (where a clash is reported)."""
 
 
 def check_ports(inventory: Inventory, hosts: dict[str, ManagedHost], problems: Problems) -> None:
@@ -22,28 +34,32 @@ def check_ports(inventory: Inventory, hosts: dict[str, ManagedHost], problems: P
         if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles:
             continue  # one port and one node at most: nothing can clash
         users: dict[int, str] = {}
-        for port, user, location in _port_claims(inventory, host, group_index):
-            if port in users:
-                message = f"port {port} on host '{host.name}' is used by both {users[port]} and {user}"
-                problems.add(location, message)
+        for claim in daemon_ports(inventory, host, group_index):
+            if claim.port in users:
+                message = f"port {claim.port} on host '{host.name}' is used by both {users[claim.port]} and {claim.label}"
+                problems.add(claim.where, message)
             else:
-                users[port] = user
+                users[claim.port] = claim.label
 
 
-def _port_claims(inventory: Inventory, host: ManagedHost, group_index: dict[int, int]) -> list[PortClaim]:
-    claims: list[PortClaim] = []
+def daemon_ports(inventory: Inventory, host: ManagedHost, group_index: dict[int, int] | None = None) -> list[DaemonPort]:
+    """Every daemon ``host`` runs and its port, in the order a clash is reported."""
+    if group_index is None:
+        group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
+    claims: list[DaemonPort] = []
     if "controller" in host.roles:
-        claims.append((inventory.controllers.port, "slurmctld", ("controllers", "port")))
+        claims.append(DaemonPort("slurmctld", "slurmctld", inventory.controllers.port, ("controllers", "port")))
     if "database" in host.roles:
         claims += [
-            (inventory.accounting.port, "slurmdbd", ("accounting", "port")),
-            (MARIADB_PORT, "MariaDB", ("accounting", "port")),
+            DaemonPort("slurmdbd", "slurmdbd", inventory.accounting.port, ("accounting", "port")),
+            DaemonPort("mariadbd", "MariaDB", MARIADB_PORT, ("accounting", "port")),
         ]
     for node in host.slurmd_nodes:
         where: Location = ("node_groups", group_index[id(node.group)])
         if node.single_host:
             where += ("base_port",)
-        claims.append((node.port or inventory.slurm.slurmd_port, f"slurmd of {node.name}", where))
+        port = node.port or inventory.slurm.slurmd_port
+        claims.append(DaemonPort(f"slurmd@{node.name}", f"slurmd of {node.name}", port, where))
     return claims
 
 

@@ -132,6 +132,15 @@ class ClusterView:
             pytest.fail(f"{host}: `{command}` exited {result.rc}: {result.stdout}{result.stderr}")
         return result
 
+    def add_login_user(self, host: str, name: str, uid: int, public_key: str) -> None:
+        """A user on ``host`` with the same uid everywhere (as a site's directory gives it) who logs
+        in with ``public_key`` only."""
+        self.run(host, f"getent passwd {name} >/dev/null || useradd --create-home --uid {uid} --user-group "
+                       f"--shell /bin/bash {name}")
+        self.run(host, f"install -d -m 0700 -o {name} -g {name} ~{name}/.ssh && "
+                       f"echo {shlex.quote(public_key)} > ~{name}/.ssh/authorized_keys && "
+                       f"chown {name}:{name} ~{name}/.ssh/authorized_keys && chmod 0600 ~{name}/.ssh/authorized_keys")
+
     def slurm(self, command: str, host: str | None = None) -> str:
         return self.run(host or self.submit, command).stdout.strip()
 

@@ -8,7 +8,6 @@ Both log in with their own key, which only their own authorized_keys on the comp
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,14 +28,6 @@ class Users:
     account: str
 
 
-def _add_user(view: ClusterView, host: str, name: str, uid: int, public_key: str) -> None:
-    view.run(host, f"getent passwd {name} >/dev/null || useradd --create-home --uid {uid} --user-group "
-                   f"--shell /bin/bash {name}")
-    view.run(host, f"install -d -m 0700 -o {name} -g {name} ~{name}/.ssh && "
-                   f"echo {shlex.quote(public_key)} > ~{name}/.ssh/authorized_keys && "
-                   f"chown {name}:{name} ~{name}/.ssh/authorized_keys && chmod 0600 ~{name}/.ssh/authorized_keys")
-
-
 @pytest.fixture(scope="module")
 def users(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Users]:
     if not view.cluster.inventory.node_access.pam_slurm_adopt:
@@ -48,7 +39,7 @@ def users(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     public_key = key.with_suffix(".pub").read_text().strip()
     for host in view.hosts:
         for name, uid in USERS.items():
-            _add_user(view, host, name, uid, public_key)
+            view.add_login_user(host, name, uid, public_key)
     account = view.cluster.inventory.accounting.account
     view.run(view.controller, f"sacctmgr --immediate add user alice account={account} >/dev/null; "
                               "sacctmgr --noheader --parsable2 show assoc user=alice format=user | grep -qx alice")

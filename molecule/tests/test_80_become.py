@@ -19,6 +19,7 @@ import yaml
 from conftest import ClusterView, changed_count
 
 ADMIN = "tbadmin"
+ADMIN_UID = 5103
 
 
 def _deploy(view: ClusterView, inventory: Path) -> str:
@@ -39,12 +40,8 @@ def admin_inventory(view: ClusterView, tmp_path_factory: pytest.TempPathFactory)
     public_key = Path(view.bed.run_dir / "id_ed25519.pub").read_text().strip()
     for host in view.hosts:
         view.run(host, "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q sudo >/dev/null")
-        view.run(host, f"getent passwd {ADMIN} >/dev/null || useradd --create-home --shell /bin/bash {ADMIN}")
-        view.run(host, f"install -d -m 0700 -o {ADMIN} -g {ADMIN} ~{ADMIN}/.ssh && "
-                       f"echo '{public_key}' > ~{ADMIN}/.ssh/authorized_keys && "
-                       f"chown {ADMIN}:{ADMIN} ~{ADMIN}/.ssh/authorized_keys && "
-                       f"echo '{ADMIN} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{ADMIN} && "
-                       f"chmod 0440 /etc/sudoers.d/{ADMIN}")
+        view.add_login_user(host, ADMIN, ADMIN_UID, public_key)
+        view.run(host, f"echo '{ADMIN} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{ADMIN} && chmod 0440 /etc/sudoers.d/{ADMIN}")
     return _as_admin(view, tmp_path_factory.mktemp("become") / "admin.yaml")
 
 

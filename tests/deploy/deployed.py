@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,3 +39,31 @@ def run_cli(state_home: Path, *args: str, timeout: float = 900) -> subprocess.Co
         timeout=timeout,
         check=False,
     )
+
+
+SLURM_PORTS = (6817, 6819, 17001, 17002, 17003)
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def skip_reason(ports: tuple[int, ...] = SLURM_PORTS) -> str | None:
+    """Why a cluster whose daemons listen on ``ports`` cannot be deployed here, if it cannot."""
+    if os.geteuid() != 0:
+        return "deploying the local cluster needs root (packages, system daemons)"
+    if shutil.which("apt-get") is None:
+        return "the roles target Debian (apt-get not found)"
+    busy = [port for port in ports if _port_in_use(port)]
+    if busy and os.environ.get("CLUSTER_CLI_TEST_REUSE") != "1":
+        return f"ports {busy} are already in use (another Slurm is running here); set CLUSTER_CLI_TEST_REUSE=1 to deploy over it"
+    return None
+
+
+def deploy_options_for_leftover_secrets() -> list[str]:
+    """Each session has new secrets (its own state home). An earlier local cluster whose secrets
+    are still marked here (a teardown without --purge, a run stopped half-way) would make the
+    secrets preflight refuse the deploy: its secrets are replaced explicitly, as an operator would
+    (docs/operations.md, "Rotate the secrets")."""
+    return ["--rotate-secrets"] if any(marker.exists() for marker in SECRET_MARKERS) else []

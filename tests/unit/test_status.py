@@ -1,0 +1,65 @@
+"""cluster-cli status asks each host about its daemons: what it reports from their answers."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from cluster_cli.loader import load_cluster
+from cluster_cli.probe import HostProbe, agent, daemon_request
+from cluster_cli.progress import daemon_lines
+from cluster_cli.status import ClusterStatus, daemon_statuses
+
+HETERO = Path(__file__).resolve().parents[2] / "inventories" / "examples" / "hetero-local.yaml"
+NODES = ("h100-1", "h100-2", "l4-1", "cpu1", "cpu2")
+PORTS = {"slurmctld": 6817, "slurmdbd": 6819, "mariadbd": 3306, "slurmd@h100-1": 17011, "slurmd@h100-2": 17012,
+         "slurmd@l4-1": 17021, "slurmd@cpu1": 17031, "slurmd@cpu2": 17032}
+
+
+def test_the_agent_tells_an_open_port_from_a_closed_one() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert agent.port_open(port)
+    assert not agent.port_open(port)
+
+
+def test_each_host_is_asked_about_every_daemon_it_should_run_and_its_port() -> None:
+    cluster = load_cluster(HETERO)
+    request = daemon_request(cluster, cluster.hosts["localhost"])
+    assert request["ports"] == PORTS
+    assert request["pidfiles"]["slurmd@cpu2"] == "/run/slurm/slurmd-cpu2.pid"
+    assert request["pidfiles"]["mariadbd"] == ""  # found by its name
+    assert set(request) == {"pidfiles", "ports"}  # no file checksums, no packages: status stays fast
+
+
+def _answer(dead: tuple[str, ...] = (), closed: tuple[str, ...] = ()) -> HostProbe:
+    daemons = {name: {"pid": 1, "running": name not in dead} for name in PORTS}
+    ports = {name: name not in dead and name not in closed for name in PORTS}
+    return HostProbe("localhost", daemons=daemons, ports=ports)
+
+
+def test_a_killed_slurmd_makes_the_cluster_unhealthy_and_is_named() -> None:
+    cluster = load_cluster(HETERO)
+    status = ClusterStatus("hetero", "localhost", True, "UP")
+    status.daemons = daemon_statuses(cluster, {"localhost": _answer(dead=("slurmd@l4-1",))})
+    assert not status.healthy
+    assert [(daemon.daemon, daemon.problem) for daemon in status.failed_daemons] == [("slurmd@l4-1", "not running")]
+    assert daemon_lines(status) == ["[red]slurmd@l4-1[/red] on localhost: not running"]
+
+
+def test_a_running_daemon_that_does_not_listen_is_a_problem_with_its_port() -> None:
+    cluster = load_cluster(HETERO)
+    daemons = daemon_statuses(cluster, {"localhost": _answer(closed=("slurmdbd",))})
+    assert [daemon.problem for daemon in daemons if daemon.problem] == [
+        "running, but nothing accepts connections on port 6819"
+    ]
+
+
+def test_every_daemon_up_is_healthy_and_a_host_that_cannot_be_asked_is_not() -> None:
+    cluster = load_cluster(HETERO)
+    status = ClusterStatus("hetero", "localhost", True, "UP", daemons=daemon_statuses(cluster, {"localhost": _answer()}))
+    assert status.healthy and daemon_lines(status) == ["daemons: all 8 running and listening"]
+    status.daemons = daemon_statuses(cluster, {"localhost": HostProbe("localhost", error="ssh: timed out")})
+    assert not status.healthy and status.failed_daemons[0].problem == "not reachable: ssh: timed out"
