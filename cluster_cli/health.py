@@ -11,6 +11,7 @@ with any other reason is left alone; ``act=False`` only reports.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -62,18 +63,36 @@ def checker_argv(act: bool) -> list[str]:
     return [HEALTH_PROGRAM_PATH, "--all", "--json"] + ([] if act else ["--no-act"])
 
 
+def _checker_document(output: str) -> dict[str, Any] | None:
+    """The checker's JSON in ``output``: the whole of it locally; through Ansible after its header
+    lines (and a Python dict of the task's arguments), with "non-zero return code" after it."""
+    decoder = json.JSONDecoder()
+    starts = ([0] if output.startswith("{") else []) + [match.start() + 1 for match in re.finditer(r"\n\{\n", output)]
+    for start in starts:
+        try:
+            document, _ = decoder.raw_decode(output, start)
+        except ValueError:
+            continue
+        if isinstance(document, dict) and isinstance(document.get("nodes"), list):
+            return document
+    return None
+
+
+def _failure_message(code: int, output: str) -> str:
+    """What went wrong, from the command's output (through Ansible: what follows its ``rc=N >>``)."""
+    body = output.rsplit(" >>\n", 1)[-1].replace("non-zero return code", "").strip()
+    message = (body.splitlines() or [f"exit {code}"])[-1]
+    if code == 127 or "No such file" in message or "Error executing command" in message:
+        return f"{HEALTH_PROGRAM_PATH} is not installed (deploy with health_check.enabled): {message}"
+    return message
+
+
 def parse_host(host: ManagedHost, code: int, output: str) -> list[NodeVerdict]:
-    """The checker's JSON (exit 0 or 1), or one error per node of the host when there is none."""
+    """The checker's verdicts, or one error per node of the host when it gave none."""
     names = [node.name for node in host.slurmd_nodes]
-    start, end = output.find("{"), output.rfind("}")
-    try:
-        document = json.loads(output[start:end + 1]) if code in (0, 1) and start >= 0 else None
-    except ValueError:
-        document = None
+    document = _checker_document(output)
     if document is None:
-        message = (output.strip().splitlines() or [f"exit {code}"])[-1]
-        if code == 127 or "No such file" in output:
-            message = f"{HEALTH_PROGRAM_PATH} is not installed (deploy with health_check.enabled): {message}"
+        message = _failure_message(code, output)
         return [NodeVerdict(name, host.name, False, error=message) for name in names]
     verdicts = []
     for entry in document.get("nodes", []):

@@ -115,3 +115,34 @@ def test_the_cli_exits_0_when_every_node_passes(hosts: type[FakeHosts]) -> None:
     result = CliRunner().invoke(main, ["health", str(HETERO), "--no-act"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "health: 5 of 5 nodes pass (reported only: nothing drained or resumed)"
+
+
+# What run_ad_hoc returns for a remote host (Ansible's own exit 2 when the command fails), as
+# captured from `ansible HOST -m ansible.builtin.command` running the checker.
+ANSIBLE_FAILED = (
+    "Origin: <adhoc 'ansible.builtin.command' task>\n\n{'action': 'ansible.builtin.command', 'args': "
+    "{'argv': ['/usr/local/sbin/cluster-cli-health', '--all', '--json'] [...]\n\nlocalhost | FAILED | rc=1 >>\n"
+    '{\n  "nodes": [\n    {\n      "action": "drain",\n      "evidence": [\n        "gpu /dev/fake-gpu/nvidia9 '
+    'missing"\n      ],\n      "node": "l4-1",\n      "passed": false,\n      "reason": "",\n      "state": "idle"\n'
+    "    }\n  ]\n}non-zero return code"
+)
+ANSIBLE_NOT_INSTALLED = (
+    "Origin: <adhoc 'ansible.builtin.command' task>\n\n{'action': 'ansible.builtin.command', 'args': "
+    "{'argv': ['/usr/local/sbin/cluster-cli-health', '--all']}, [...]\n\nlocalhost | FAILED | rc=2 >>\n"
+    "Error executing command."
+)
+
+
+def test_a_failing_check_through_ansible_is_read_from_after_its_header() -> None:
+    host = load_cluster(HETERO).hosts["localhost"]
+    verdicts = {verdict.node: verdict for verdict in health.parse_host(host, 2, ANSIBLE_FAILED)}
+    assert verdicts["l4-1"].evidence == ["gpu /dev/fake-gpu/nvidia9 missing"] and not verdicts["l4-1"].error
+    assert verdicts["l4-1"].action == "drain"
+    assert verdicts["cpu1"].error == "the checker did not report this node"
+
+
+def test_a_checker_missing_through_ansible_says_so() -> None:
+    host = load_cluster(HETERO).hosts["localhost"]
+    verdicts = health.parse_host(host, 2, ANSIBLE_NOT_INSTALLED)
+    assert {verdict.error for verdict in verdicts} == {
+        f"{HEALTH_PROGRAM_PATH} is not installed (deploy with health_check.enabled): Error executing command."}
