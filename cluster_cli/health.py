@@ -67,7 +67,8 @@ def _checker_document(output: str) -> dict[str, Any] | None:
     """The checker's JSON in ``output``: the whole of it locally; through Ansible after its header
     lines (and a Python dict of the task's arguments), with "non-zero return code" after it."""
     decoder = json.JSONDecoder()
-    starts = ([0] if output.startswith("{") else []) + [match.start() + 1 for match in re.finditer(r"\n\{\n", output)]
+    starts = [0] if output.startswith("{") else []
+    starts += [match.start() + 1 for match in re.finditer(r"\n\{\n", output)]
     for start in starts:
         try:
             document, _ = decoder.raw_decode(output, start)
