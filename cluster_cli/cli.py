@@ -476,6 +476,33 @@ def status(inventory: Path, as_json: bool) -> None:
 
 
 @main.command()
+@inventory_argument
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@click.option("--no-act", is_flag=True, help="Only report: drain and resume nothing.")
+def health(inventory: Path, as_json: bool, no_act: bool) -> None:
+    """Run the node health check on every node now; exit 0 if all pass, 1 if any fails.
+
+    As slurmd's periodic run does, a failing node is drained ('cluster-cli health: EVIDENCE') and a
+    node the check drained is resumed once it passes; a drain with any other reason is left alone.
+    --no-act only reports.
+    """
+    import json
+    from cluster_cli.health import run_health, verdict_line
+    from cluster_cli.loader import load_cluster
+    report = run_health(load_cluster(inventory), act=not no_act)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        for verdict in report.nodes:
+            click.echo(verdict_line(verdict))
+        failed = sum(not verdict.ok for verdict in report.nodes)
+        click.echo(f"health: {len(report.nodes) - failed} of {len(report.nodes)} nodes pass"
+                   + ("" if report.acted else " (reported only: nothing drained or resumed)"))
+    if not report.healthy:
+        raise SystemExit(ExitCode.FAILURE)
+
+
+@main.command()
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--only", help="Comma-separated checks to run (default: all). See --list.")
 @click.option(

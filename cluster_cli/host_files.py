@@ -1,7 +1,8 @@
 """Which rendered file each host receives, and where: what the roles copy, for `plan` to compare.
 
 The roles copy byte for byte (roles/slurm_common: the Slurm configs to every cluster host;
-roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host), so a
+roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host;
+roles/slurmd: the health check's file to each compute host), so a
 host's file matches when its checksum equals the rendered one. A deploy followed by a plan
 that finds nothing to change (tests/deploy) keeps this table true to the roles.
 """
@@ -12,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_CONFIG_PATH
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -55,6 +57,10 @@ def files_for_host(
     if "database" in host.roles and "slurm/slurmdbd.conf" in checksums:
         files.append(HostFile(f"{conf_dir}/slurmdbd.conf", "slurm/slurmdbd.conf", checksums["slurm/slurmdbd.conf"],
                               secret=True))
+    if host.slurmd_nodes:
+        # roles/slurmd: the health check's expectations (none, and removed, when the check is off)
+        source = f"{HEALTH_BUILD_DIR}/{host.name}.json"
+        files.append(HostFile(HEALTH_CONFIG_PATH, source, checksums.get(source)))
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
 

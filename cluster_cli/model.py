@@ -696,6 +696,42 @@ class Training(StrictModel):
         return self
 
 
+HEALTH_CHECK_NODE_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED")
+
+
+def _check_node_states(value: str) -> str:
+    """HealthCheckNodeState: a comma-separated list of Slurm 22.05's words."""
+    words = value.split(",")
+    unknown = [word for word in words if word not in HEALTH_CHECK_NODE_STATES]
+    if unknown:
+        raise ValueError(f"{value!r}: not a list of {', '.join(HEALTH_CHECK_NODE_STATES)} (comma-separated)")
+    return value
+
+
+class HealthCheck(StrictModel):
+    """The node health check (cluster-cli's, Slurm's HealthCheckProgram): a node that fails it is
+    drained with a reason starting `cluster-cli health:`, and resumed when it passes again; a
+    drain with any other reason is never touched."""
+
+    enabled: bool = Field(
+        True, description="Install the check on every compute host and set HealthCheckProgram in slurm.conf."
+    )
+    interval_s: int = Field(300, ge=10, le=86400, description="HealthCheckInterval, in seconds.")
+    node_state: Annotated[str, AfterValidator(_check_node_states)] = Field(
+        "ANY,CYCLE",
+        description=(
+            "HealthCheckNodeState: nodes in which states run it (ALLOC, ANY, IDLE, MIXED; CYCLE spreads "
+            "the runs over the interval instead of all nodes at once)."
+        ),
+    )
+    min_free_mb: int = Field(
+        1024, ge=0, description="Free space each node needs in its SlurmdSpoolDir and in `training.work_dir`, MB."
+    )
+    mounts: list[HostPath] = Field(
+        default_factory=list, description="Mount points every compute host must have mounted, e.g. `[/data]`."
+    )
+
+
 class Secrets(StrictModel):
     """Where generated secrets (munge key, database password) are kept on the control node."""
 
@@ -747,6 +783,9 @@ class Inventory(StrictModel):
         ),
     )
     secrets: Secrets = Field(default_factory=Secrets, description="Where generated secrets are kept.")
+    health_check: HealthCheck = Field(
+        default_factory=HealthCheck, description="The node health check and what it drains nodes for."
+    )
 
     @model_validator(mode="after")
     def _test_user_apart_from_the_daemons(self) -> Inventory:

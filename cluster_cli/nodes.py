@@ -2,8 +2,8 @@
 
 Commands run on the primary controller (here when its connection is local, else over SSH),
 as `scontrol`/`sinfo`/`squeue` with the cluster's SLURM_CONF. A drain cluster-cli sets carries
-the reason prefix ``cluster-cli:``; any other drain is an operator's, and nothing here lifts it
-without ``force``.
+the reason prefix ``cluster-cli:`` (the node health check's, ``cluster-cli health:``); any other
+drain is an operator's, and nothing here lifts it without ``force``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.hostlist import compress, expand
+from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
 from cluster_cli.smoke.node_states import is_resumable
 from cluster_cli.smoke_control.remote import ssh_argv
 
@@ -41,7 +42,9 @@ class NodeInfo:
 
     @property
     def drained_by_cluster_cli(self) -> bool:
-        return self.reason.startswith(REASON_PREFIX)
+        """`nodes drain`'s reason, or the health check's (which the check itself lifts once the
+        node passes: `nodes resume` may lift it sooner)."""
+        return self.reason.startswith((REASON_PREFIX, HEALTH_REASON_PREFIX))
 
     @property
     def resumable(self) -> bool:

@@ -21,6 +21,10 @@ MANAGED_SLURM_KEYS = {
     "BackupController": "controllers.backup",
     "ClusterName": "cluster_name",
     "ControlMachine": "controllers.primary",
+    "HealthCheckInterval": "health_check.interval_s",
+    "HealthCheckNodeState": "health_check.node_state",
+    # the program roles/slurmd installs; health_check.enabled: false leaves the three unset
+    "HealthCheckProgram": "health_check.enabled",
     "NodeName": "node_groups",
     "PartitionName": "partitions",
     "SlurmUser": "slurm.user",

@@ -358,12 +358,14 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
     --format=%N|%T|%u|%E`` lines: not listed, in a state that is not usable (the rule of
     cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
-    set (node_states.held_by_operator) is theirs to lift: such a node counts as ready. A node
+    set (node_states.held_by_operator) is theirs to lift: such a node counts as ready; the node
+    health check's drain (set as root too, reason ``cluster-cli health: ...``) is a failure. A node
     listed once per partition: the last line wins (they agree).
 
         __site_bad: "{{ __site_expected | slurm_nodes_not_ready(__site_sinfo.stdout_lines | default([]), 'slurm') }}"
     """
     # the control node runs cluster-cli's Ansible
+    from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
     from cluster_cli.smoke.node_states import held_by_operator, is_usable
 
     rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
@@ -371,7 +373,8 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     for node, rest in rows.items():
         state, _, rest = rest.partition("|")
         set_by, _, reason = rest.partition("|")
-        if (is_usable(state) and reason == "none") or held_by_operator(state, reason, set_by, slurm_user):
+        operators = held_by_operator(state, reason, set_by, slurm_user) and not reason.startswith(HEALTH_REASON_PREFIX)
+        if (is_usable(state) and reason == "none") or operators:
             ready.add(node)
     return [node for node in expected if node not in ready]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import PackageMirror
+from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.secrets_store import ClusterSecrets
 
 
@@ -89,6 +90,8 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # slurmd
         "slurmd_spool_dir": paths.spool_dir,
         "slurmd_conf_server": conf_server(cluster),
+        # the host's own file in it is health/HOST.json; empty: no health check on the hosts
+        "slurmd_health_config_src": str(build_dir / HEALTH_BUILD_DIR) if inventory.health_check.enabled else "",
         "slurmd_pam_adopt_allow": [
             *inventory.node_access.admin_users, *(f"({group})" for group in inventory.node_access.admin_groups)
         ],

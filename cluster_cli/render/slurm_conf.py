@@ -7,6 +7,7 @@ from typing import Any
 from cluster_cli import hostlist
 from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
+from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
 from cluster_cli.render.mem_defaults import cluster_default, group_cpus, partition_defaults
 
 # Choices the field notes record for GPU training clusters; each can be overridden or deleted
@@ -99,6 +100,7 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
     derived.update(cluster_default(cluster))
     if inventory.topology is not None:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
+    derived.update(health_check_settings(cluster))
     return derived
 
 
@@ -107,6 +109,18 @@ def gpu_tres(cluster: Cluster) -> str:
     groups = cluster.inventory.node_groups
     kinds = sorted({group.gpus.type for group in groups if group.gpus and group.gpus.type})
     return ",".join(["gres/gpu", *(f"gres/gpu:{kind}" for kind in kinds)])
+
+
+def health_check_settings(cluster: Cluster) -> dict[str, Any]:
+    """cluster-cli's node health check (render/health_conf.py), when the inventory turns it on."""
+    health = cluster.inventory.health_check
+    if not health.enabled:
+        return {}
+    return {
+        "HealthCheckProgram": HEALTH_PROGRAM_PATH,
+        "HealthCheckInterval": health.interval_s,
+        "HealthCheckNodeState": health.node_state,
+    }
 
 
 def _node_attributes(node: SlurmNode) -> list[tuple[str, str]]:

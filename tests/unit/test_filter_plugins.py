@@ -554,6 +554,9 @@ def test_conf_value_reads_one_key_of_a_config_text(text, value):
         (["node1|drained|root|disk swap", "node2|draining|alice|bad fan", "node3|idle|Unknown|none"], []),
         (["node1|drained*|root|disk swap", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], ["node1"]),
         (["node1|drained|root|cluster-cli: maintenance", "node2|idle|Unknown|none", "node3|idle|Unknown|none"], []),
+        # the health check's drain (as root) is a node that failed, not an operator's decision
+        (["node1|drained|root|cluster-cli health: gpu /dev/nvidia1 missing", "node2|idle|Unknown|none",
+          "node3|idle|Unknown|none"], ["node1"]),
     ],
 )
 def test_slurm_nodes_not_ready_follows_the_usable_state_rule(lines, not_ready):

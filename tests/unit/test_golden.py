@@ -80,6 +80,7 @@ def test_every_shipped_inventory_has_goldens_and_no_stale_ones_are_left():
 def test_expected_files_per_inventory():
     assert sorted(golden_files("local")) == [
         "ansible/inventory.yml",
+        "health/localhost.json",
         "nccl/nccl.conf",
         "slurm/cgroup.conf",
         "slurm/gres.conf",

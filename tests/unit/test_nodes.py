@@ -52,6 +52,18 @@ def test_our_own_drain_resumes_without_force(controller: list[list[str]]) -> Non
     assert nodes.resume(load_cluster(LOCAL), ["node3"]) == ["node3"]
 
 
+def test_the_health_checks_drain_resumes_without_force(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[list[str]] = []
+
+    def answer(cluster, argv, timeout_s=30):  # noqa: ANN001, ARG001
+        sent.append(argv)
+        return "node1|drained|root|2026-11-24T02:02:57|cluster-cli health: gpu /dev/nvidia0 missing\n"
+
+    monkeypatch.setattr(nodes, "controller_command", answer)
+    assert nodes.resume(load_cluster(LOCAL), ["node1"]) == ["node1"]
+    assert sent[-1] == ["scontrol", "update", "NodeName=node1", "State=RESUME"]
+
+
 def test_a_drain_carries_the_cluster_cli_prefix(controller: list[list[str]]) -> None:
     nodes.drain(load_cluster(LOCAL), ["node1"], "  swap PSU ")
     assert controller[-1] == ["scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=cluster-cli: swap PSU"]

@@ -235,7 +235,8 @@ def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_pat
     rendered = _rendered(cluster)
     wanted = {name: {item.name for item in files if item.sha256}
               for name, files in files_by_host(cluster, rendered, MUNGE_KEY).items()}
-    assert wanted["gpu01"] == {"munge.key"}
+    # no Slurm file; the health check's expectations are cluster-cli's own file
+    assert wanted["gpu01"] == {"munge.key", "cluster-cli-health.json"}
     assert {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"} <= wanted["head"]
     roles_vars = (REPO / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
     assert "__slurm_common_file_groups: [slurm_controller, slurm_login, slurm_database]" in roles_vars
@@ -307,3 +308,16 @@ def test_a_host_without_slurmd_is_not_retired(tmp_path: Path) -> None:
     record = DeployedRecord()
     record.remember_reach(host_reach(full))
     assert record.retired([name for name in full.hosts if name != "login1"]) == {}
+
+
+def test_compute_hosts_hold_the_health_check_file_and_lose_it_when_the_check_is_off(tmp_path: Path) -> None:
+    text = (REPO / "inventories" / "examples" / "minimal.yaml").read_text()
+    for enabled in (True, False):
+        (tmp_path / "inventory.yaml").write_text(f"{text}\nhealth_check:\n  enabled: {str(enabled).lower()}\n")
+        cluster = load_cluster(tmp_path / "inventory.yaml")
+        files = files_by_host(cluster, _rendered(cluster), MUNGE_KEY)
+        health = {name: [item for item in found if item.path == "/etc/cluster-cli-health.json"]
+                  for name, found in files.items()}
+        assert not health["head"], "a host without slurmd gets no health check"
+        assert [item.source for item in health["gpu01"]] == ["health/gpu01.json"]
+        assert (health["gpu01"][0].sha256 is not None) is enabled

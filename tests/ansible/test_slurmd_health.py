@@ -1,0 +1,63 @@
+"""roles/slurmd's health check tasks: the checker and this host's expectations installed, kept
+unchanged on a second run, removed when the check is off; installed where slurm.conf and the
+checker look for them (the paths cluster_cli/render/health_conf.py names).
+
+The installed paths are private variables pointed into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from role_runner import HOST, REPO, ansible_playbook, is_root, run_tasks
+
+from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_PROGRAM_PATH
+
+pytestmark = [
+    pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
+]
+
+CHECKER = REPO / "roles" / "slurmd" / "files" / "cluster-cli-health"
+
+
+def role_vars() -> dict[str, object]:
+    return yaml.safe_load((REPO / "roles" / "slurmd" / "vars" / "main.yml").read_text(encoding="utf-8"))
+
+
+def test_the_role_installs_where_slurm_conf_and_the_checker_look() -> None:
+    variables = role_vars()
+    assert variables["__slurmd_health_program"] == HEALTH_PROGRAM_PATH
+    assert variables["__slurmd_health_config"] == HEALTH_CONFIG_PATH
+
+
+@pytest.mark.skipif(not is_root(), reason="the tasks chown to root")
+def test_installed_then_unchanged_then_removed_when_off(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    build.mkdir()
+    expectations = {"reason_prefix": "cluster-cli health:", "nodes": {"node1": {}}}
+    (build / f"{HOST}.json").write_text(json.dumps(expectations), encoding="utf-8")
+    program, config = tmp_path / "sbin" / "cluster-cli-health", tmp_path / "cluster-cli-health.json"
+    program.parent.mkdir()
+    variables: dict[str, object] = {
+        "slurmd_health_config_src": str(build),
+        "__slurmd_health_program": str(program),
+        "__slurmd_health_config": str(config),
+    }
+    first = run_tasks(tmp_path / "first", "slurmd", ["health"], variables)
+    assert first.returncode == 0, first.explain()
+    assert program.read_bytes() == CHECKER.read_bytes()
+    assert (program.stat().st_mode & 0o7777, config.stat().st_mode & 0o7777) == (0o755, 0o644)
+    assert json.loads(config.read_text(encoding="utf-8")) == expectations
+
+    again = run_tasks(tmp_path / "again", "slurmd", ["health"], variables)
+    assert again.returncode == 0, again.explain()
+    assert again.recap()["changed"] == 0
+
+    off = run_tasks(tmp_path / "off", "slurmd", ["health"], variables | {"slurmd_health_config_src": ""})
+    assert off.returncode == 0, off.explain()
+    assert not program.exists() and not config.exists()
+    assert os.listdir(tmp_path / "sbin") == []

@@ -1,0 +1,87 @@
+"""The health check's side of the inventory: the HealthCheck* keys of slurm.conf, each compute
+host's expectations (render/health_conf.py), the role variable, and what the inventory refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from unit_helpers import SHIPPED_INVENTORIES, load, problems
+
+from cluster_cli.ansible.variables import cluster_variables
+from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH, HEALTH_REASON_PREFIX, render_health_configs
+from cluster_cli.render.slurm_conf import render_slurm_conf
+from cluster_cli.secrets_store import ensure_secrets
+
+HETERO = SHIPPED_INVENTORIES["hetero-local"].read_text(encoding="utf-8")
+
+
+def health_keys(text: str) -> dict[str, str]:
+    lines = render_slurm_conf(load(text)).splitlines()
+    return dict(line.split("=", 1) for line in lines if line.startswith("HealthCheck"))
+
+
+def test_slurm_conf_runs_the_checker_every_300_s_cycling_through_the_nodes() -> None:
+    assert health_keys(HETERO) == {
+        "HealthCheckProgram": HEALTH_PROGRAM_PATH, "HealthCheckInterval": "300", "HealthCheckNodeState": "ANY,CYCLE",
+    }
+
+
+def test_interval_and_node_states_come_from_the_inventory() -> None:
+    text = HETERO + "health_check:\n  interval_s: 60\n  node_state: IDLE,MIXED\n"
+    assert health_keys(text)["HealthCheckInterval"] == "60"
+    assert health_keys(text)["HealthCheckNodeState"] == "IDLE,MIXED"
+
+
+def test_switched_off_nothing_is_rendered_and_the_role_gets_no_source(tmp_path: Path) -> None:
+    cluster = load(HETERO + "health_check:\n  enabled: false\n")
+    assert health_keys(HETERO + "health_check:\n  enabled: false\n") == {}
+    assert render_health_configs(cluster) == {}
+    variables = cluster_variables(cluster, tmp_path / "build", ensure_secrets(tmp_path / "secrets"))
+    assert variables["slurmd_health_config_src"] == ""
+
+
+def test_each_node_gets_its_own_devices_cpus_memory_and_spool_dir() -> None:
+    config = json.loads(render_health_configs(load(HETERO))["health/localhost.json"])
+    assert config["reason_prefix"] == HEALTH_REASON_PREFIX
+    assert list(config["nodes"]) == ["h100-1", "h100-2", "l4-1", "cpu1", "cpu2"]
+    assert config["nodes"]["l4-1"] == {
+        "cpus": 2, "real_memory_mb": 2048, "gpus": 1, "gpu_devices": ["/dev/fake-gpu/nvidia4"],
+        "slurm_conf": "/etc/slurm/slurm.conf",
+        "free_space_dirs": ["/var/lib/slurm/slurmd/l4-1", "/srv/cluster-training"],
+    }
+    assert config["nodes"]["h100-2"]["gpu_devices"] == ["/dev/fake-gpu/nvidia2", "/dev/fake-gpu/nvidia3"]
+    assert config["nodes"]["cpu1"]["gpus"] == 0
+
+
+def test_only_hosts_that_run_slurmd_get_a_file() -> None:
+    cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
+    compute = {name for name, host in cluster.hosts.items() if host.slurmd_nodes}
+    assert set(render_health_configs(cluster)) == {f"health/{name}.json" for name in compute}
+    assert len(compute) < len(cluster.hosts)
+
+
+def test_configless_nodes_read_the_slurm_conf_their_slurmd_fetched() -> None:
+    cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
+    assert cluster.inventory.slurm.configless
+    path, text = next(iter(render_health_configs(cluster).items()))
+    node, expected = next(iter(json.loads(text)["nodes"].items()))
+    assert expected["slurm_conf"] == f"{cluster.inventory.slurm.paths.spool_dir}/{node}/conf-cache/slurm.conf"
+
+
+def test_mounts_and_threshold_are_passed_on() -> None:
+    config = json.loads(render_health_configs(load(
+        HETERO + "health_check:\n  min_free_mb: 5000\n  mounts: [/data, /scratch]\n"))["health/localhost.json"])
+    assert (config["min_free_mb"], config["mounts"]) == (5000, ["/data", "/scratch"])
+
+
+def test_unknown_node_states_and_relative_mounts_are_refused() -> None:
+    found = problems(HETERO + "health_check:\n  node_state: ANY,SOMETIMES\n  mounts: [data]\n")
+    assert len(found) == 2
+    assert "health_check.node_state" in found[0] and "not a list of ALLOC, ANY, CYCLE, IDLE, MIXED" in found[0]
+    assert "health_check.mounts" in found[1] and "not an absolute path" in found[1]
+
+
+def test_the_health_check_keys_are_the_inventorys() -> None:
+    found = problems(HETERO.replace("    SlurmdDebug: info", "    SlurmdDebug: info\n    HealthCheckProgram: /usr/sbin/nhc"))
+    assert len(found) == 1 and "set by the inventory: use health_check.enabled" in found[0]
