@@ -10,16 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from deployed import LOCAL_INVENTORY, DeployedCluster, deploy_options_for_leftover_secrets, run_cli, skip_reason
+from deployed import LOCAL_INVENTORY, SLURM_PORTS, DeployedCluster, deploy_fresh
 
 
 @pytest.fixture(scope="session")
 def deployed_cluster(tmp_path_factory: pytest.TempPathFactory) -> DeployedCluster:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    state_home = tmp_path_factory.mktemp("state")
-    first = run_cli(state_home, "deploy", str(LOCAL_INVENTORY), *deploy_options_for_leftover_secrets())
-    if first.returncode != 0:
-        pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
-    return DeployedCluster(LOCAL_INVENTORY, state_home, first)
+    return deploy_fresh(LOCAL_INVENTORY, SLURM_PORTS, tmp_path_factory.mktemp("state"))

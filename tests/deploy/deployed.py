@@ -1,4 +1,4 @@
-"""The deployed local cluster handle and how to call the CLI against it."""
+"""The deployed clusters' handle, how to deploy one for the tests here, and how to call the CLI against it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
@@ -67,3 +69,15 @@ def deploy_options_for_leftover_secrets() -> list[str]:
     secrets preflight refuse the deploy: its secrets are replaced explicitly, as an operator would
     (docs/operations.md, "Rotate the secrets")."""
     return ["--rotate-secrets"] if any(marker.exists() for marker in SECRET_MARKERS) else []
+
+
+def deploy_fresh(inventory: Path, ports: tuple[int, ...], state_home: Path) -> DeployedCluster:
+    """A first deploy of ``inventory`` from a new state home (new secrets), as a test fixture does:
+    skipped where it cannot run here, the test failed with the output when it fails."""
+    reason = skip_reason(ports)
+    if reason:
+        pytest.skip(reason)
+    first = run_cli(state_home, "deploy", str(inventory), *deploy_options_for_leftover_secrets())
+    if first.returncode != 0:
+        pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
+    return DeployedCluster(inventory, state_home, first)

@@ -17,7 +17,7 @@ import pytest
 
 from cluster_cli.smoke import REPORT_SCHEMA
 
-from deployed import REPO, DeployedCluster, deploy_options_for_leftover_secrets, run_cli, skip_reason
+from deployed import REPO, DeployedCluster, deploy_fresh
 
 pytestmark = pytest.mark.deploy
 
@@ -32,14 +32,7 @@ CI_CHECKS = "srun,gpu-binding,job-array,dependency,salloc,pty,kill-on-bad-exit,s
 
 @pytest.fixture(scope="module")
 def hetero(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedCluster]:
-    reason = skip_reason(HETERO_PORTS)
-    if reason:
-        pytest.skip(reason)
-    state_home = tmp_path_factory.mktemp("hetero-state")
-    first = run_cli(state_home, "deploy", str(HETERO_INVENTORY), *deploy_options_for_leftover_secrets())
-    if first.returncode != 0:
-        pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
-    cluster = DeployedCluster(HETERO_INVENTORY, state_home, first)
+    cluster = deploy_fresh(HETERO_INVENTORY, HETERO_PORTS, tmp_path_factory.mktemp("hetero-state"))
     yield cluster
     done = cluster.cli("teardown", str(HETERO_INVENTORY), "--purge", "--yes", "hetero",
                        "--backup-dir", str(tmp_path_factory.mktemp("hetero-backup")), timeout=600)
