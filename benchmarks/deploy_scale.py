@@ -7,8 +7,9 @@
 with a fake GPU each), deploys it three times (first install; a no-op, which takes the plan's
 short path; a no-op with --full, the whole playbook) and takes the bed down. Each deploy is
 cluster-cli run as a child: wall time, and the CPU of its whole process tree (os.wait4: user +
-sys of cluster-cli, ansible-playbook, its workers and their ssh clients; not the ControlPersist
-masters, which detach), plus the main ansible-playbook process's own CPU (sampled from /proc).
+sys of cluster-cli, ansible-playbook, its workers and their ssh clients), the main ansible-playbook
+process's own CPU (sampled from /proc) and, apart, the ssh ControlPersist masters' CPU (they
+detach from the tree; this process adopts them as a child subreaper and reads theirs).
 The results, with the per-task profile of each deploy's events, go to OUT/N.json.
 
 ``report`` fits cost = fixed + per_host x hosts over the runs in OUT, projects 1,000 and 10,000
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import ctypes
 import json
 import os
 import subprocess
@@ -52,6 +54,7 @@ class StepResult:
     cpu_user_s: float
     cpu_sys_s: float
     main_cpu_s: float  # the main ansible-playbook process alone (0: no playbook ran)
+    ssh_master_cpu_s: float  # the ssh ControlPersist masters, which detach from the tree
     returncode: int
     changed: int | None
     load: str  # 1, 5, 15 min load average when the step started
@@ -60,6 +63,40 @@ class StepResult:
     @property
     def cpu_s(self) -> float:
         return self.cpu_user_s + self.cpu_sys_s
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def subreaper(on: bool) -> None:
+    """Become (or stop being) the parent of orphaned descendants: the detached ssh masters."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def ssh_masters() -> dict[int, float]:
+    """CPU so far of this process's ssh children (the adopted masters; exited ones are zombies still)."""
+    found = {}
+    for pid in _children(os.getpid()):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "ssh":
+                continue
+        except OSError:
+            continue
+        cpu = _self_cpu(pid)
+        if cpu is not None:
+            found[pid] = cpu
+    return found
+
+
+def reap_zombies() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def inventory_text(cluster: str, hosts: list[dict[str, Any]]) -> str:
@@ -119,13 +156,19 @@ def _self_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += map(int, (task / "children").read_text().split())
+        except OSError:
+            continue
+    return children
+
+
 def _playbook_children(pid: int) -> list[int]:
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
     found = []
-    for child in map(int, children):
+    for child in _children(pid):
         try:
             if b"ansible-playbook" in Path(f"/proc/{child}/cmdline").read_bytes():
                 found.append(child)
@@ -158,6 +201,8 @@ class MainSampler(threading.Thread):
 def measured_deploy(step: str, argv: list[str], env: dict[str, str], log: Path) -> StepResult:
     """Run cluster-cli to its end; wall, the tree's rusage (wait4) and the main process's CPU."""
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    reap_zombies()
+    masters_before = ssh_masters()
     with open(log, "w") as out:
         started = time.monotonic()
         process = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -169,9 +214,10 @@ def measured_deploy(step: str, argv: list[str], env: dict[str, str], log: Path) 
         process.returncode = os.waitstatus_to_exitcode(status)
         sampler.done.set()
         sampler.join()
+    masters = sum(cpu - masters_before.get(pid, 0.0) for pid, cpu in ssh_masters().items())
     summary = parse_summary_line(log.read_text())
     return StepResult(step=step, wall_s=wall, cpu_user_s=usage.ru_utime, cpu_sys_s=usage.ru_stime,
-                      main_cpu_s=sampler.cpu_s, returncode=process.returncode,
+                      main_cpu_s=sampler.cpu_s, ssh_master_cpu_s=masters, returncode=process.returncode,
                       changed=summary[1] if summary else None, load=load)
 
 
@@ -207,8 +253,11 @@ def run_bed(computes: int, out: Path) -> dict[str, Any]:
         hosts = json.loads(Path(f"/var/lib/cluster-testbed/{BED}/hosts.json").read_text())
         inventory = work / "cluster.yaml"
         inventory.write_text(inventory_text(f"tb{BED}", hosts))
+        subreaper(True)
         steps = run_steps(inventory, work)
     finally:
+        subreaper(False)
+        reap_zombies()
         down = testbed("down")
         print(f"testbed down: exit {down.returncode}", flush=True)
     return {"computes": computes, "hosts": len(names), "up_s": up_s, "machine": machine(),
@@ -225,7 +274,7 @@ def run_steps(inventory: Path, work: Path) -> list[StepResult]:
                                  work / f"deploy-{index}.log")
         result.profile = profile_summary(events)
         print(f"{step}: {result.wall_s:.1f} s wall, {result.cpu_s:.1f} CPU-s "
-              f"(main {result.main_cpu_s:.1f}), exit {result.returncode}, {result.changed} changed, "
+              f"(main {result.main_cpu_s:.1f}, ssh masters {result.ssh_master_cpu_s:.1f}), exit {result.returncode}, {result.changed} changed, "
               f"load {result.load}", flush=True)
         results.append(result)
         if result.returncode != 0:
