@@ -24,6 +24,7 @@ import configparser
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -226,11 +227,16 @@ def testbed(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+def is_compute(host: str) -> bool:
+    """c1..cN; not ctl, nor localhost (the control node's preflight play)."""
+    return re.fullmatch(r"c[0-9]+", host) is not None
+
+
 def profile_summary(events: Path) -> dict[str, Any]:
     """What the report needs from a deploy's events: per play and the top tasks, compute hosts."""
     if not events.exists():
         return {}
-    profile = aggregate(read_events(events), lambda host: host != "ctl")
+    profile = aggregate(read_events(events), is_compute)
     return {
         "compute_hosts": len(profile.compute_hosts),
         "compute_host_seconds": profile.compute_seconds,

@@ -154,3 +154,8 @@ def test_the_inventory_is_the_bed_with_n_compute_hosts(bench):
     assert [node.name for node in cluster.nodes] == ["c1", "c2", "c3"]
     assert [node.address for node in cluster.nodes] == ["10.213.47.12", "10.213.47.13", "10.213.47.14"]
     assert cluster.inventory.training.torch_version is None
+
+
+def test_compute_hosts_are_c_numbers_not_the_controller_nor_localhost(bench):
+    is_compute = bench["scale"].is_compute
+    assert [is_compute(host) for host in ("c1", "c12", "ctl", "localhost", "c1x")] == [True, True, False, False, False]
