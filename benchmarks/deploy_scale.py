@@ -289,6 +289,15 @@ def run_steps(inventory: Path, work: Path) -> list[StepResult]:
     return results
 
 
+def with_profiles(run: dict[str, Any]) -> dict[str, Any]:
+    """The run with its profiles read again from the event logs, where they are still there."""
+    for index, step in enumerate(run["steps"]):
+        events = Path(run["work"]) / f"events-{index}.jsonl"
+        if events.exists():
+            step["profile"] = profile_summary(events)
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results dir (default {DEFAULT_OUT})")
@@ -306,7 +315,7 @@ def main() -> None:
         (options.out / f"{options.computes}.json").write_text(json.dumps(figures, indent=2) + "\n")
         failed = [step for step in figures["steps"] if step["returncode"] != 0]
         raise SystemExit(1 if failed or len(figures["steps"]) < len(STEPS) else 0)
-    runs = [json.loads(path.read_text()) for path in sorted(options.out.glob("*.json"))]
+    runs = [with_profiles(json.loads(path.read_text())) for path in sorted(options.out.glob("*.json"))]
     text = scale_report.section(sorted(runs, key=lambda run: run["computes"]))
     print(text)
     if options.write:

@@ -1,6 +1,8 @@
 """Per-task profile of a deploy from cluster_cli_events' event log (CLUSTER_CLI_EVENTS_LOG).
 
 Each host's task runs from its ``start`` event to its result (ok, failed, skipped, unreachable);
+a host runs one task at a time, so a result closes its host's last start (the start event names
+the task with its role, ``role : task``, the result without).
 those host-seconds are summed per play and per (play, task), apart for compute hosts and the
 others. A host's time is the time its worker took, waiting for the control node's CPU included:
 on a loaded control node that wait is part of what a host costs.
@@ -61,15 +63,15 @@ def aggregate(events: Iterable[dict[str, Any]], is_compute: Callable[[str], bool
     """Sum each host's task time per play and per task; results without a start are not timed."""
     profile = Profile()
     play = ""
-    started: dict[tuple[str, str], float] = {}
+    started: dict[str, float] = {}
     for event in events:
         kind = event.get("event")
         if kind == "play":
             play = str(event.get("name", ""))
         elif kind == "start":
-            started[(event["host"], event["task"])] = float(event["t"])
+            started[event["host"]] = float(event["t"])
         elif kind in RESULTS:
-            begun = started.pop((event["host"], event["task"]), None)
+            begun = started.pop(event["host"], None)
             if begun is not None:
                 _add(profile, play, event, float(event["t"]) - begun, is_compute)
     return profile

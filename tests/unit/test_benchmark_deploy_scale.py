@@ -73,7 +73,7 @@ def _events():
         {"event": "ok", "host": "ctl", "task": "Install packages", "changed": True, "t": 110.0},
         {"event": "ok", "host": "c2", "task": "Install packages", "changed": False, "t": 102.5},
         {"event": "play", "name": "Slurmd"},
-        {"event": "start", "host": "c1", "task": "Start slurmd", "t": 200.0},
+        {"event": "start", "host": "c1", "task": "slurmd : Start slurmd", "t": 200.0},
         {"event": "skipped", "host": "c1", "task": "Start slurmd", "t": 200.25},
         {"event": "start", "host": "c2", "task": "Start slurmd", "t": 200.0},
         {"event": "failed", "host": "c2", "task": "Start slurmd", "t": 201.0},
