@@ -114,6 +114,16 @@ def projection_table(runs: list[dict[str, Any]], forks: int) -> list[str]:
     return lines
 
 
+def wall_verdict(runs: list[dict[str, Any]], forks: int) -> str:
+    """The 1,000-host first install against its wall-time target."""
+    first = next((item for item in projections(runs, STEPS[0], forks) if item.hosts == PROJECT_TO[0]), None)
+    if first is None:
+        return "1,000-host first install: no fit (fewer than two host counts)."
+    verdict = "met" if first.wall_s <= WALL_TARGET_S else "not met"
+    return (f"1,000-host first install, projected: {_duration(first.wall_s)} ({first.bound}) against "
+            f"<= {WALL_TARGET_S // 60} min: {verdict}.")
+
+
 def plays_table(run: dict[str, Any]) -> list[str]:
     lines = ["| play | first install | no-op --full |", "|---|---|---|"]
     first, full = step_of(run, STEPS[0]), step_of(run, STEPS[2])
@@ -166,6 +176,8 @@ def section(runs: list[dict[str, Any]]) -> str:
         f"install <= {WALL_TARGET_S // 60} min.",
         "",
         *projection_table(runs, forks),
+        "",
+        wall_verdict(runs, forks),
         "",
         f"Per play, host-seconds per compute host ({largest['computes']} compute hosts):",
         "",

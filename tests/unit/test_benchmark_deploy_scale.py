@@ -135,6 +135,8 @@ def test_the_report_fits_each_deploy_and_projects_it(bench):
     assert "<= 3: not met" in text
     assert "| no-op --full | 16.0 | 2.00 |" in text
     assert "| Install (Common) | 96.0 | 12.00 s | 8 / 0 of 8 |" in text
+    # 1,000 hosts: host chain 30 s x 32 rounds = 16 min; main 2.5 x 1000 + 10 = 2510 s
+    assert "1,000-host first install, projected: 41.8 min (main process) against <= 20 min: not met." in text
 
 
 def test_a_failed_step_is_left_out_of_the_fit(bench):
