@@ -241,6 +241,8 @@ def profile_summary(events: Path) -> dict[str, Any]:
         "compute_hosts": len(profile.compute_hosts),
         "compute_host_seconds": profile.compute_seconds,
         "other_host_seconds": profile.other_seconds,
+        "compute_results": sum(cost.runs for cost in profile.tasks.values()),
+        "compute_skipped": sum(cost.skipped for cost in profile.tasks.values()),
         "plays": profile.plays,
         "top": [asdict(cost) for cost in profile.top(TOP_TASKS * 2)],
     }

@@ -124,6 +124,23 @@ def wall_verdict(runs: list[dict[str, Any]], forks: int) -> str:
             f"<= {WALL_TARGET_S // 60} min: {verdict}.")
 
 
+def task_counts(runs: list[dict[str, Any]]) -> list[str]:
+    """Host-task results per compute host and what one costs, from each deploy's CPU slope."""
+    lines = []
+    for name in (STEPS[0], STEPS[2]):
+        fitted = fits(runs, name)
+        step = step_of(runs[-1], name)
+        profile = step.get("profile") if step else None
+        if not fitted or not profile or not profile.get("compute_results"):
+            continue
+        per_host = profile["compute_results"] / profile["compute_hosts"]
+        skipped = profile["compute_skipped"] / profile["compute_hosts"]
+        lines.append(f"- {name}: {per_host:.0f} task results per compute host ({skipped:.0f} of them skipped), "
+                     f"{fitted['cpu'].per_host / per_host:.3f} control-node CPU-s per host and task "
+                     f"({profile['compute_host_seconds'] / profile['compute_results']:.2f} s of a host's time).")
+    return lines
+
+
 def plays_table(run: dict[str, Any]) -> list[str]:
     lines = ["| play | first install | no-op --full |", "|---|---|---|"]
     first, full = step_of(run, STEPS[0]), step_of(run, STEPS[2])
@@ -178,6 +195,8 @@ def section(runs: list[dict[str, Any]]) -> str:
         *projection_table(runs, forks),
         "",
         wall_verdict(runs, forks),
+        "",
+        *task_counts(runs),
         "",
         f"Per play, host-seconds per compute host ({largest['computes']} compute hosts):",
         "",

@@ -106,7 +106,8 @@ def _run(computes, first_cpu, full_cpu, short_cpu=1.0):
         return {"step": name, "wall_s": wall, "cpu_user_s": cpu * 0.9, "cpu_sys_s": cpu * 0.1, "main_cpu_s": main,
                 "returncode": 0, "changed": changed, "load": "1.00 1.00 1.00",
                 "profile": {"compute_hosts": computes, "compute_host_seconds": 30.0 * computes,
-                            "other_host_seconds": 50.0, "plays": {"Common": 20.0 * computes, "Slurmd": 10.0 * computes},
+                            "other_host_seconds": 50.0, "compute_results": 100 * computes,
+                            "compute_skipped": 20 * computes, "plays": {"Common": 20.0 * computes, "Slurmd": 10.0 * computes},
                             "top": [{"play": "Common", "task": "Install", "host_seconds": 12.0 * computes,
                                      "runs": computes, "changed": computes, "skipped": 0}]}}
 
@@ -136,6 +137,8 @@ def test_the_report_fits_each_deploy_and_projects_it(bench):
     assert "| no-op --full | 16.0 | 2.00 |" in text
     assert "| Install (Common) | 96.0 | 12.00 s | 8 / 0 of 8 |" in text
     # 1,000 hosts: host chain 30 s x 32 rounds = 16 min; main 2.5 x 1000 + 10 = 2510 s
+    assert ("- first install: 100 task results per compute host (20 of them skipped), 0.050 control-node CPU-s "
+            "per host and task (0.30 s of a host's time).") in text
     assert "1,000-host first install, projected: 41.8 min (main process) against <= 20 min: not met." in text
 
 
