@@ -25,6 +25,7 @@ import ctypes
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -291,6 +292,10 @@ def run_steps(inventory: Path, work: Path) -> list[StepResult]:
     return results
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(f"terminated by signal {signum}")
+
+
 def with_profiles(run: dict[str, Any]) -> dict[str, Any]:
     """The run with its profiles read again from the event logs, where they are still there."""
     for index, step in enumerate(run["steps"]):
@@ -313,6 +318,7 @@ def main() -> None:
     if options.cmd == "run":
         if os.geteuid() != 0:
             raise SystemExit("needs root: the test bed boots systemd-nspawn hosts")
+        signal.signal(signal.SIGTERM, _terminated)  # a timeout still takes the bed down (finally)
         figures = run_bed(options.computes, options.out)
         (options.out / f"{options.computes}.json").write_text(json.dumps(figures, indent=2) + "\n")
         failed = [step for step in figures["steps"] if step["returncode"] != 0]
