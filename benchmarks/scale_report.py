@@ -41,6 +41,13 @@ def fits(runs: list[dict[str, Any]], name: str) -> dict[str, Fit] | None:
     }
 
 
+def marginal(runs: list[dict[str, Any]], name: str) -> list[float]:
+    """CPU-s per added compute host between successive host counts: a straight line keeps them equal."""
+    points = [(run["computes"], cpu_of(step)) for run in runs if (step := step_of(run, name))]
+    return [(cost - before) / (hosts - fewer) for (fewer, before), (hosts, cost) in zip(points, points[1:])
+            if hosts != fewer]
+
+
 def chain_seconds(runs: list[dict[str, Any]], name: str) -> float:
     """One compute host's task time in the least loaded run (the fewest hosts) of step ``name``."""
     for run in runs:
@@ -87,8 +94,8 @@ def runs_table(runs: list[dict[str, Any]]) -> list[str]:
 
 def fit_table(runs: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| deploy | CPU-s fixed | CPU-s per compute host | of which main process | ssh masters per host | wall fixed | wall per host (this bed) | target CPU-s per host |",
-        "|---|---|---|---|---|---|---|---|",
+        "| deploy | CPU-s fixed | CPU-s per compute host | between successive runs | of which main process | ssh masters per host | wall fixed | wall per host (this bed) | target CPU-s per host |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in STEPS:
         fitted = fits(runs, name)
@@ -96,7 +103,8 @@ def fit_table(runs: list[dict[str, Any]]) -> list[str]:
             continue
         cpu, main, wall = fitted["cpu"], fitted["main"], fitted["wall"]
         verdict = "met" if cpu.per_host <= CPU_TARGETS[name] else "not met"
-        lines.append(f"| {name} | {cpu.fixed:.1f} | {cpu.per_host:.2f} | {main.per_host:.2f} | "
+        steps = ", ".join(f"{value:.2f}" for value in marginal(runs, name))
+        lines.append(f"| {name} | {cpu.fixed:.1f} | {cpu.per_host:.2f} | {steps} | {main.per_host:.2f} | "
                      f"{fitted['ssh'].per_host:.2f} | {wall.fixed:.1f} s | "
                      f"{wall.per_host:.2f} s | <= {CPU_TARGETS[name]:g}: {verdict} |")
     return lines

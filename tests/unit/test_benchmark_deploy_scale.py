@@ -132,9 +132,11 @@ def test_the_report_fits_each_deploy_and_projects_it(bench):
     assert projected[0].cpu_s == pytest.approx(5020.0)
     text = report.section(runs)
     assert text.startswith(report.SECTION)
-    assert "| first install | 20.0 | 5.00 | 2.50 |" in text
+    assert "| first install | 20.0 | 5.00 | 5.00, 5.00 | 2.50 |" in text
     assert "<= 3: not met" in text
-    assert "| no-op --full | 16.0 | 2.00 |" in text
+    assert "| no-op --full | 16.0 | 2.00 | 2.00, 2.00 |" in text
+    assert report.marginal([_run(2, 30.0, 20.0), _run(4, 40.0, 24.0), _run(8, 80.0, 32.0)], "first install") == [
+        pytest.approx(5.0), pytest.approx(10.0)]
     assert "| Install (Common) | 96.0 | 12.00 s | 8 / 0 of 8 |" in text
     # 1,000 hosts: host chain 30 s x 32 rounds = 16 min; main 2.5 x 1000 + 10 = 2510 s
     assert ("- first install: 100 task results per compute host (20 of them skipped), 0.050 control-node CPU-s "
