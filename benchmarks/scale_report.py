@@ -17,6 +17,7 @@ CONTROL_CORES = 16  # the issue's control node
 # issue 17 item 3: control-node CPU per compute host, and the 1,000-host first install's wall
 CPU_TARGETS = {"first install": 3.0, "no-op (plan short path)": 1.0, "no-op --full": 1.0}
 WALL_TARGET_S = 20 * 60
+TOP = 10
 
 
 def step_of(run: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -137,7 +138,7 @@ def task_counts(runs: list[dict[str, Any]]) -> list[str]:
     lines = []
     for name in (STEPS[0], STEPS[2]):
         fitted = fits(runs, name)
-        step = step_of(runs[-1], name)
+        step = step_of(runs[0], name)  # the least loaded run: a host's own time, the least queueing
         profile = step.get("profile") if step else None
         if not fitted or not profile or not profile.get("compute_results"):
             continue
@@ -160,7 +161,7 @@ def plays_table(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def top_table(step: dict[str, Any] | None, hosts: int, count: int = 10) -> list[str]:
+def top_table(step: dict[str, Any] | None, hosts: int, count: int = TOP) -> list[str]:
     if not step or not step.get("profile"):
         return ["(no profile)"]
     lines = ["| task (play) | host-seconds | per compute host | changed / skipped of runs |", "|---|---|---|---|"]
@@ -175,7 +176,9 @@ def section(runs: list[dict[str, Any]]) -> str:
         return f"{SECTION}\n\nNo runs.\n"
     settings = runs[-1]["settings"]
     forks = int(settings["forks"])
-    largest = runs[-1]
+    # Host-seconds grow with the bed, every host's work sharing the same cores: the smallest run
+    # (the least loaded) shows what a task costs a host, the others mostly the queueing.
+    smallest = runs[0]
     lines = [
         SECTION,
         "",
@@ -206,17 +209,18 @@ def section(runs: list[dict[str, Any]]) -> str:
         "",
         *task_counts(runs),
         "",
-        f"Per play, host-seconds per compute host ({largest['computes']} compute hosts):",
+        f"Per play, host-seconds per compute host (the smallest run, {smallest['computes']} compute hosts; a "
+        "larger bed's hosts queue for the same cores, their times grow with it):",
         "",
-        *plays_table(largest),
+        *plays_table(smallest),
         "",
-        f"Top {10} tasks on the compute hosts by host-seconds, first install ({largest['computes']} compute hosts):",
+        f"Top {TOP} tasks on the compute hosts by host-seconds, first install ({smallest['computes']} compute hosts):",
         "",
-        *top_table(step_of(largest, STEPS[0]), largest["computes"]),
+        *top_table(step_of(smallest, STEPS[0]), smallest["computes"]),
         "",
-        f"Top {10} tasks on the compute hosts, no-op --full ({largest['computes']} compute hosts):",
+        f"Top {TOP} tasks on the compute hosts, no-op --full ({smallest['computes']} compute hosts):",
         "",
-        *top_table(step_of(largest, STEPS[2]), largest["computes"]),
+        *top_table(step_of(smallest, STEPS[2]), smallest["computes"]),
         "",
         *[f"Machine (N={run['computes']}): {run['machine']}." for run in runs],
         "",
