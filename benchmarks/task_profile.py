@@ -11,7 +11,6 @@ on a loaded control node that wait is part of what a host costs.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,11 +90,3 @@ def _add(profile: Profile, play: str, event: dict[str, Any], seconds: float,
     cost.changed += bool(event.get("changed"))
     cost.skipped += event.get("event") == "skipped"
 
-
-def by_count(profiles: Iterable[Profile]) -> dict[str, float]:
-    """Compute host-seconds per play, summed over several profiles (several runs)."""
-    total: dict[str, float] = defaultdict(float)
-    for profile in profiles:
-        for play, seconds in profile.plays.items():
-            total[play] += seconds
-    return dict(total)
