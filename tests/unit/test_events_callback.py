@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,3 +41,18 @@ def test_a_retry_loop_that_gave_up_says_so_without_its_polled_output() -> None:
 
 def test_long_messages_are_cut_to_the_limit() -> None:
     assert len(message(msg="x" * 10_000)) == events.MESSAGE_LIMIT
+
+
+def test_with_an_events_log_every_event_is_timed_and_each_host_task_start_is_logged(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "events.jsonl"
+    monkeypatch.delenv("CLUSTER_CLI_EVENTS_FD", raising=False)
+    monkeypatch.setenv("CLUSTER_CLI_EVENTS_LOG", str(log))
+    plugin = events.CallbackModule()
+    plugin.v2_runner_on_start(SimpleNamespace(get_name=lambda: "c1"), SimpleNamespace(get_name=lambda: "Install"))
+    plugin.v2_runner_on_skipped(SimpleNamespace(_host=SimpleNamespace(get_name=lambda: "c1"), task_name="Install"))
+    plugin.v2_playbook_on_stats(SimpleNamespace(processed={}, summarize=lambda host: {}))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["start", "skipped", "stats"]
+    assert lines[0]["host"] == "c1" and lines[0]["task"] == "Install"
+    assert all(isinstance(line["t"], float) for line in lines)
+    assert lines[0]["t"] <= lines[1]["t"] <= lines[2]["t"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from ansible.plugins.callback import CallbackBase
 
@@ -16,7 +17,11 @@ DOCUMENTATION = """
 name: cluster_cli_events
 type: notification
 short_description: JSON-lines task events for cluster-cli
-description: Writes task start/result events and the play recap to the file descriptor in CLUSTER_CLI_EVENTS_FD.
+description:
+  - Writes task start/result events and the play recap to the file descriptor in CLUSTER_CLI_EVENTS_FD.
+  - Every event carries its wall-clock time (t, seconds since the epoch); with CLUSTER_CLI_EVENTS_LOG set,
+    the events (and a start event per host and task) are also appended to that file, for
+    benchmarks/deploy_scale.py's per-task profile.
 requirements:
   - CLUSTER_CLI_EVENTS_FD set in the environment
 """
@@ -51,10 +56,22 @@ class CallbackModule(CallbackBase):
         super().__init__()
         descriptor = os.environ.get("CLUSTER_CLI_EVENTS_FD")
         self._stream = os.fdopen(int(descriptor), "w", buffering=1) if descriptor else None
+        log_path = os.environ.get("CLUSTER_CLI_EVENTS_LOG")
+        self._log = open(log_path, "a", buffering=1, encoding="utf-8") if log_path else None  # noqa: SIM115
 
     def _emit(self, **event):
+        event["t"] = round(time.time(), 3)
+        line = json.dumps(event) + "\n"
         if self._stream is not None:
-            self._stream.write(json.dumps(event) + "\n")
+            self._stream.write(line)
+        if self._log is not None:
+            self._log.write(line)
+
+    def v2_runner_on_start(self, host, task):
+        # only for the profile: cluster-cli's progress has no use for one event per host and task
+        if self._log is not None:
+            self._log.write(json.dumps({"event": "start", "host": host.get_name(), "task": task.get_name(),
+                                        "t": round(time.time(), 3)}) + "\n")
 
     def v2_playbook_on_play_start(self, play):
         self._emit(event="play", name=play.get_name())
@@ -89,5 +106,6 @@ class CallbackModule(CallbackBase):
             summary = stats.summarize(host)
             recap[host] = {key: summary.get(key, 0) for key in ("ok", "changed", "failures", "unreachable", "skipped", "rescued", "ignored")}
         self._emit(event="stats", hosts=recap)
-        if self._stream is not None:
-            self._stream.flush()
+        for stream in (self._stream, self._log):
+            if stream is not None:
+                stream.flush()
