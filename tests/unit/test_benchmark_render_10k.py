@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 
 import pytest
-from unit_helpers import REPO
+from unit_helpers import benchmark_module
 
 from cluster_cli import hostlist
 from cluster_cli.loader import load_cluster_text
@@ -15,12 +13,8 @@ from cluster_cli.render.slurm_conf import node_lines
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("render_10k", REPO / "benchmarks" / "render_10k.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["render_10k"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("render_10k", None)
+    with benchmark_module("render_10k") as module:
+        yield module
 
 
 def test_the_benchmark_inventory_is_a_valid_10000_node_cluster(bench):

@@ -4,11 +4,9 @@ of 32 the same size; the 50,000-node points only counted (loading them is the be
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 
 import pytest
-from unit_helpers import REPO
+from unit_helpers import benchmark_module
 
 from cluster_cli import hostlist
 from cluster_cli.loader import load_cluster_text
@@ -16,15 +14,8 @@ from cluster_cli.loader import load_cluster_text
 
 @pytest.fixture(scope="module")
 def scale():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("render_scale", REPO / "benchmarks" / "render_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["render_scale"] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(REPO / "benchmarks"))
-    sys.modules.pop("render_scale", None)
-    sys.modules.pop("render_10k", None)
+    with benchmark_module("render_scale") as module:
+        yield module
 
 
 @pytest.mark.parametrize(("shape", "groups"), [("groups-19", 19), ("small-304", 304)])

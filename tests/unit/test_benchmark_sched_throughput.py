@@ -3,26 +3,17 @@ sbatch options it submits with, the rates and the section it writes (only its ow
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 
 import pytest
-from unit_helpers import REPO
+from unit_helpers import benchmark_module
 
 from devtools.markdown import replace_section
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    path = REPO / "benchmarks" / "sched_throughput.py"
-    spec = importlib.util.spec_from_file_location("sched_throughput", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sched_throughput"] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(REPO / "benchmarks"))
-    sys.modules.pop("sched_throughput", None)
+    with benchmark_module("sched_throughput") as module:
+        yield module
 
 
 def test_job_ids_remaining_jobs_and_end_states_are_read_from_the_commands(bench):

@@ -7,7 +7,12 @@ loader, so a wrong line in cluster-cli fails the test.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from cluster_cli.cluster import Cluster
@@ -20,6 +25,26 @@ SHIPPED_INVENTORIES = {
     **{path.stem: path for path in sorted((REPO / "inventories" / "examples").glob("*.yaml"))},
 }
 FILE = "inv.yaml"
+
+
+@contextmanager
+def benchmark_module(name: str) -> Iterator[ModuleType]:
+    """benchmarks/NAME.py imported as the module NAME (its dataclasses look themselves up in
+    sys.modules), with benchmarks/ on sys.path for what it imports from beside it; both undone after."""
+    benchmarks = str(REPO / "benchmarks")
+    before = set(sys.modules)
+    sys.path.insert(0, benchmarks)
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(benchmarks)
+        for imported in set(sys.modules) - before:
+            if getattr(sys.modules[imported], "__file__", "") and str(sys.modules[imported].__file__).startswith(benchmarks):
+                sys.modules.pop(imported)
 
 # A small cluster with both kinds of node group: four multi-host GPU nodes reached by address and
 # two slurmd instances on one host ("box") with fake GPUs. Tests edit it with str.replace.
