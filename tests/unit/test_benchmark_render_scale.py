@@ -4,7 +4,6 @@ of 32 the same size; the 50,000-node points only counted (loading them is the be
 
 from __future__ import annotations
 
-
 import pytest
 from unit_helpers import benchmark_module
 

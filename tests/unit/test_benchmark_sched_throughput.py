@@ -3,7 +3,6 @@ sbatch options it submits with, the rates and the section it writes (only its ow
 
 from __future__ import annotations
 
-
 import pytest
 from unit_helpers import benchmark_module
 
