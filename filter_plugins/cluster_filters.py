@@ -407,23 +407,23 @@ def _slurmd_starts(show_node: str) -> dict[str, tuple[str, str]]:
             for record in records if "NodeName" in record}
 
 
-def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: str) -> dict[str, Any]:
+def slurm_conf_change(old_texts: dict[str, str | None], new_dir: str, version: str) -> dict[str, Any]:
     """What the change from the Slurm configuration on a host to the rendered one needs, by the
     rules of cluster_cli.slurm_facts for the host's Slurm ``version`` (its one home).
 
-    ``old_results``: the results of a looped ``slurp`` of the files in place (item: the file name; no
-    content: the file is not there); ``new_dir``: the directory on the control node holding the
-    rendered files (a file missing there is not wanted). Returns {restart_slurmctld, restart_slurmd,
+    ``old_texts``: each file in place by its path on the host (cluster_files' ``contents``; None:
+    the file is not there); ``new_dir``: the directory on the control node holding the rendered
+    files (a file missing there is not wanted). Returns {restart_slurmctld, restart_slurmd,
     restart_slurmdbd, reconfigure, impact, reasons, nodes_added, nodes_removed, series}. A version
     without rules ("" before Slurm is installed) gets the rules of the oldest series, said in the
     first reason.
 
         __slurm_common_change: >-
-          {{ __slurm_common_old_confs.results | slurm_conf_change(slurm_common_config_src, __slurm_common_installed_version) }}
+          {{ __slurm_common_in_place.contents | slurm_conf_change(slurm_common_config_src, __slurm_common_installed_version) }}
     """
     from cluster_cli.slurm_facts import host_conf_change  # the control node runs cluster-cli's Ansible
 
-    old = {result["item"]: _slurped_text(result) for result in old_results}
+    old = {Path(path).name: text for path, text in old_texts.items()}
     new = {name: _text_or_none(Path(new_dir) / name) for name in old}
     change, series = host_conf_change(version, old, new)
     return {
@@ -439,14 +439,29 @@ def slurm_conf_change(old_results: list[dict[str, Any]], new_dir: str, version: 
     }
 
 
-def _slurped_text(result: dict[str, Any]) -> str | None:
-    if "content" not in result:
-        return None
-    return base64.b64decode(result["content"]).decode("utf-8", errors="replace")
-
-
 def _text_or_none(path: Path) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
+def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str = "0644") -> list[dict[str, str]]:
+    """library/cluster_files.py items of rendered files: each name's text read from ``src_dir``
+    on the control node, for ``dest_dir`` on the host, owned by root."""
+    return [{"dest": f"{dest_dir}/{name}", "content": (Path(src_dir) / name).read_text(encoding="utf-8"),
+             "owner": "root", "group": "root", "mode": mode} for name in names]
+
+
+def marker_file_items(names: list[str], directory: str) -> list[dict[str, str]]:
+    """library/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
+    return [{"dest": f"{directory}/{name}", "content": "", "owner": "root", "group": "root", "mode": "0644"}
+            for name in names]
+
+
+def cluster_files_changes(contents: dict[str, str | None], items: list[dict[str, Any]],
+                          absent: list[str]) -> list[str]:
+    """The paths whose bytes a cluster_files run changes: of the files read (``contents``, None
+    when not there), each item whose content differs and each ``absent`` path that is there."""
+    written = [item["dest"] for item in items if contents.get(item["dest"], None) != item.get("content", "")]
+    return written + [path for path in absent if contents.get(path) is not None]
 
 
 class FilterModule:
@@ -472,5 +487,8 @@ class FilterModule:
             "ldconfig_lib_path": ldconfig_lib_path,
             "slurm_nodes_not_ready": slurm_nodes_not_ready,
             "slurm_conf_change": slurm_conf_change,
+            "rendered_file_items": rendered_file_items,
+            "marker_file_items": marker_file_items,
+            "cluster_files_changes": cluster_files_changes,
             "slurmd_not_reregistered": slurmd_not_reregistered,
         }

@@ -46,14 +46,16 @@ def _include(role: str, tasks_from: str) -> dict:
 
 
 def test_the_restart_is_owed_before_the_files_are_copied(tmp_path: Path) -> None:
-    """A copy that fails half-way (the last file) leaves the new slurm.conf in place: the restart
+    """A copy that fails half-way (the login shells' file, written last) leaves the new slurm.conf in place: the restart
     it needs must already be recorded, or no later deploy would see a change to act on."""
     in_place, rendered, pending = tmp_path / "etc", tmp_path / "build", tmp_path / "pending"
     for directory in (in_place, rendered, pending, tmp_path / "profile.d"):
         directory.mkdir()
     (in_place / "slurm.conf").write_text(SLURM_CONF)
+    (tmp_path / "profile.d" / "slurm_conf.sh").mkdir()  # a directory where the last file goes: its write fails
     (rendered / "slurm.conf").write_text(SLURM_CONF.replace("node[1-2]", "node[1-3]"))  # a node added
-    (rendered / "gres.conf").write_text("# rendered\n")  # cgroup.conf is missing: its copy fails
+    (rendered / "gres.conf").write_text("# rendered\n")
+    (rendered / "cgroup.conf").write_text("# rendered\n")
     extra = {
         "slurm_common_config_src": str(rendered),
         "slurm_common_conf_dir": str(in_place),
@@ -63,7 +65,8 @@ def test_the_restart_is_owed_before_the_files_are_copied(tmp_path: Path) -> None
     }
     run = run_play(tmp_path / "work", {"tasks": [_include("slurm_common", "configure")]}, {HOST: {}}, extra,
                    groups=GROUPS)
-    assert run.returncode != 0 and "Copy the rendered Slurm configuration" in run.stdout, run.explain()
+    assert run.returncode != 0 and "Write the rendered Slurm configuration" in run.stdout, run.explain()
+    assert "slurm_conf.sh exists and is not a regular file" in run.stdout, run.explain()
     assert "node[1-3]" in (in_place / "slurm.conf").read_text(), "the copy did not get as far as slurm.conf"
     assert sorted(path.name for path in pending.iterdir()) == ["restart-slurmctld", "restart-slurmd"]
 

@@ -605,14 +605,10 @@ SLURM_CONF = (
 ROLE_KEYS = {"restart_slurmctld", "restart_slurmd", "reconfigure"}
 
 
-def slurped(files: dict[str, str | None]) -> list[dict]:
-    """What the looped slurp of roles/slurm_common registers: content for a file there, a failure
-    without content for one that is not."""
-    return [
-        {"item": name, "content": base64.b64encode(text.encode()).decode(), "encoding": "base64"}
-        if text is not None else {"item": name, "failed": True, "msg": "file not found"}
-        for name, text in files.items()
-    ]
+def slurped(files: dict[str, str | None]) -> dict[str, str | None]:
+    """What roles/slurm_common's cluster_files run registers as ``contents``: each file's text by
+    its path on the host, None for one that is not there."""
+    return {f"/etc/slurm/{name}": text for name, text in files.items()}
 
 
 def rendered(tmp_path: Path, files: dict[str, str]) -> str:
@@ -638,7 +634,7 @@ def test_slurm_conf_change_gives_the_role_its_three_facts(tmp_path, old, new, ve
     assert ROLE_KEYS <= set(result)
 
 
-def test_slurm_conf_change_reads_only_the_slurped_files_and_a_missing_one_as_absent(tmp_path) -> None:
+def test_slurm_conf_change_reads_only_the_files_read_and_a_missing_one_as_absent(tmp_path) -> None:
     source = rendered(tmp_path, {"slurm.conf": SLURM_CONF, "gres.conf": "Name=gpu File=/dev/nvidia0\n",
                                  "slurmdbd.conf": "DbdPort=6819\n"})
     result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF, "gres.conf": None}), source, "22.05.8")
@@ -668,3 +664,23 @@ def test_slurm_conf_change_of_nothing_says_nothing(tmp_path) -> None:
     source = rendered(tmp_path, {"slurm.conf": SLURM_CONF})
     result = F.slurm_conf_change(slurped({"slurm.conf": SLURM_CONF}), source, "")
     assert result["impact"] == "none" and result["reasons"] == []
+
+
+# ---- cluster_files items (roles/slurm_common) ---------------------------------------------------
+
+def test_rendered_file_items_carry_the_control_node_text_for_the_host_path(tmp_path) -> None:
+    source = rendered(tmp_path, {"slurm.conf": SLURM_CONF})
+    assert F.rendered_file_items(["slurm.conf"], source, "/etc/slurm") == [
+        {"dest": "/etc/slurm/slurm.conf", "content": SLURM_CONF, "owner": "root", "group": "root", "mode": "0644"}
+    ]
+
+
+def test_marker_file_items_are_empty_files_in_the_directory() -> None:
+    assert [(item["dest"], item["content"]) for item in F.marker_file_items(["reconfigure"], "/var/lib/slurm/pending")] \
+        == [("/var/lib/slurm/pending/reconfigure", "")]
+
+
+def test_cluster_files_changes_names_new_different_and_removed_files_only() -> None:
+    contents = {"/a": "same\n", "/b": "old\n", "/c": None, "/d": "gone\n", "/e": None}
+    items = [{"dest": "/a", "content": "same\n"}, {"dest": "/b", "content": "new\n"}, {"dest": "/c", "content": ""}]
+    assert F.cluster_files_changes(contents, items, ["/d", "/e"]) == ["/b", "/c", "/d"]

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Ansible module: a host's set of small files and directories in one round trip.
+
+`file` and `copy` in a loop cost one module run (an SSH round trip and a worker) per item; a
+deploy to a thousand hosts pays that for every directory and config file of every host. This
+module takes the whole set: it reads the files asked for, makes the directories, writes the files
+(atomically, only when the bytes differ) and removes the absent ones, in that order, and says
+which paths changed. A symbolic link where a file or directory belongs is refused: the module
+never writes through one.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: cluster_files
+short_description: Read, create and remove a host's small files and directories in one module run
+options:
+  read: {type: list, elements: path, default: [], description: Files whose text is returned in C(contents) (null when absent), read before anything changes.}
+  directories:
+    type: list
+    elements: dict
+    default: []
+    description: Directories to create (parents too) with owner, group and mode, in order.
+  files:
+    type: list
+    elements: dict
+    default: []
+    description: Files with C(dest), C(content) (text), C(owner), C(group), C(mode), C(backup) (keep a changed file's old bytes beside it).
+  absent: {type: list, elements: path, default: [], description: Files to remove.}
+"""
+
+RETURN = r"""
+changed_paths: {type: list, description: The directories, files and removed paths that changed, in order.}
+contents: {type: dict, description: The text of each file of C(read), null when it is not there.}
+backups: {type: dict, description: The backup file of each changed file with backup.}
+"""
+
+
+class Refused(Exception):
+    """A path this module will not touch (a symbolic link, a directory where a file belongs)."""
+
+
+def _ids(item: dict) -> tuple[int, int]:
+    try:
+        return pwd.getpwnam(item.get("owner") or "root").pw_uid, grp.getgrnam(item.get("group") or "root").gr_gid
+    except KeyError as missing:
+        raise Refused(f"{item.get('dest') or item.get('path')}: no such user or group {missing}") from None
+
+
+def _mode(item: dict, default: int) -> int:
+    mode = item.get("mode")
+    return default if mode in (None, "") else int(str(mode), 8)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _attributes_differ(info: os.stat_result, uid: int, gid: int, mode: int) -> bool:
+    return (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) != (uid, gid, mode)
+
+
+def read_text(path: str) -> str | None:
+    info = _lstat(path)
+    if info is None:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{path} is not a regular file (a symbolic link is not followed): not read")
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def ensure_directory(item: dict, check: bool) -> bool:
+    path, (uid, gid), mode = item["path"], _ids(item), _mode(item, 0o755)
+    info = _lstat(path)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise Refused(f"{path} exists and is not a directory (a symbolic link is not followed)")
+    if info is not None and not _attributes_differ(info, uid, gid, mode):
+        return False
+    if not check:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        os.chown(path, uid, gid, follow_symlinks=False)
+        os.chmod(path, mode)
+    return True
+
+
+def _write_atomically(path: str, data: bytes, uid: int, gid: int, mode: int) -> None:
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(handle, "wb") as out:
+            os.fchown(out.fileno(), uid, gid)
+            os.fchmod(out.fileno(), mode)
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.rename(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _backup(path: str) -> str:
+    copy = f"{path}.{os.getpid()}.{time.strftime('%Y-%m-%d@%H:%M:%S')}~"
+    shutil.copy2(path, copy)
+    return copy
+
+
+def ensure_file(item: dict, check: bool, backups: dict[str, str]) -> tuple[bool, str | None]:
+    """Whether the file changed, and its old text when its bytes did (for --diff)."""
+    path, (uid, gid), mode = item["dest"], _ids(item), _mode(item, 0o644)
+    data = item.get("content", "").encode("utf-8")
+    info = _lstat(path)
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{path} exists and is not a regular file (a symbolic link is not followed)")
+    old = None if info is None else open(path, "rb").read()
+    if old == data:
+        if not _attributes_differ(info, uid, gid, mode):
+            return False, None
+        if not check:
+            os.chown(path, uid, gid, follow_symlinks=False)
+            os.chmod(path, mode)
+        return True, None
+    if not check:
+        if old is not None and item.get("backup"):
+            backups[path] = _backup(path)
+        _write_atomically(path, data, uid, gid, mode)
+    return True, "" if old is None else old.decode("utf-8", errors="replace")
+
+
+def ensure_absent(path: str, check: bool) -> bool:
+    info = _lstat(path)
+    if info is None:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        raise Refused(f"{path} is a directory: only files are removed")
+    if not check:
+        os.unlink(path)
+    return True
+
+
+def converge(params: dict, check: bool) -> dict:
+    result: dict = {"changed_paths": [], "contents": {}, "backups": {}, "diff": []}
+    for path in params["read"]:
+        result["contents"][path] = read_text(path)
+    for item in params["directories"]:
+        if ensure_directory(item, check):
+            result["changed_paths"].append(item["path"])
+    for item in params["files"]:
+        changed, before = ensure_file(item, check, result["backups"])
+        if changed:
+            result["changed_paths"].append(item["dest"])
+        if before is not None:
+            result["diff"].append({"before_header": item["dest"], "after_header": item["dest"],
+                                   "before": before, "after": item.get("content", "")})
+    for path in params["absent"]:
+        if ensure_absent(path, check):
+            result["changed_paths"].append(path)
+            result["diff"].append({"before_header": path, "after_header": path, "before": "(present)\n", "after": "(absent)\n"})
+    result["changed"] = bool(result["changed_paths"])
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "read": {"type": "list", "elements": "path", "default": []},
+            "directories": {"type": "list", "elements": "dict", "default": []},
+            "files": {"type": "list", "elements": "dict", "default": []},
+            "absent": {"type": "list", "elements": "path", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        result = converge(module.params, module.check_mode)
+    except (Refused, OSError) as error:
+        module.fail_json(msg=str(error))
+    if not module._diff:
+        result.pop("diff")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

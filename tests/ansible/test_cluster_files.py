@@ -1,0 +1,101 @@
+"""library/cluster_files.py, run for real by ansible-playbook: a host's set of files and
+directories in one module run, written only when they differ, never through a symbolic link."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from role_runner import HOST, PlaybookRun, ansible_playbook, is_root, run_play
+
+pytestmark = [
+    pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
+    pytest.mark.skipif(not is_root(), reason="sets root ownership (needs root)"),
+]
+
+
+def _converge(tmp_path: Path, args: dict, options: tuple[str, ...] = ()) -> tuple[PlaybookRun, dict]:
+    result = tmp_path / "result.json"
+    play = {"tasks": [
+        {"name": "converge", "cluster_files": args, "register": "out"},
+        {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
+    ]}
+    run = run_play(tmp_path / "work", play, {HOST: {}}, {}, options=options)
+    return run, json.loads(result.read_text()) if result.exists() else {}
+
+
+def _set(tmp_path: Path, text: str = "A=1\n") -> dict:
+    return {
+        "read": [str(tmp_path / "etc" / "a.conf"), str(tmp_path / "etc" / "none.conf")],
+        "directories": [{"path": str(tmp_path / "etc"), "owner": "root", "group": "root", "mode": "0750"}],
+        "files": [{"dest": str(tmp_path / "etc" / "a.conf"), "content": text, "owner": "root", "group": "root",
+                   "mode": "0640"}],
+        "absent": [str(tmp_path / "etc" / "old.conf")],
+    }
+
+
+def test_the_set_is_made_once_then_left_alone(tmp_path: Path) -> None:
+    run, first = _converge(tmp_path, _set(tmp_path))
+    assert run.returncode == 0, run.explain()
+    conf = tmp_path / "etc" / "a.conf"
+    assert conf.read_text() == "A=1\n" and stat.S_IMODE(conf.stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "etc").stat().st_mode) == 0o750
+    assert first["changed"] and first["changed_paths"] == [str(tmp_path / "etc"), str(conf)]
+    assert first["contents"] == {str(conf): None, str(tmp_path / "etc" / "none.conf"): None}
+    run, second = _converge(tmp_path, _set(tmp_path))
+    assert run.returncode == 0 and not second["changed"] and second["changed_paths"] == [], run.explain()
+    assert second["contents"][str(conf)] == "A=1\n"
+
+
+def test_a_changed_file_and_a_stale_one_are_reported_and_fixed(tmp_path: Path) -> None:
+    _converge(tmp_path, _set(tmp_path))
+    conf, old = tmp_path / "etc" / "a.conf", tmp_path / "etc" / "old.conf"
+    old.write_text("stale\n")
+    conf.chmod(0o666)
+    run, result = _converge(tmp_path, _set(tmp_path, "A=2\n"))
+    assert run.returncode == 0, run.explain()
+    assert result["changed_paths"] == [str(conf), str(old)]
+    assert conf.read_text() == "A=2\n" and stat.S_IMODE(conf.stat().st_mode) == 0o640 and not old.exists()
+
+
+def test_check_mode_reports_and_changes_nothing(tmp_path: Path) -> None:
+    _converge(tmp_path, _set(tmp_path))
+    (tmp_path / "etc" / "old.conf").write_text("stale\n")
+    run, result = _converge(tmp_path, _set(tmp_path, "A=2\n"), options=("--check",))
+    assert run.returncode == 0 and result["changed"], run.explain()
+    assert (tmp_path / "etc" / "a.conf").read_text() == "A=1\n" and (tmp_path / "etc" / "old.conf").exists()
+
+
+def test_a_symbolic_link_is_never_written_through(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    target = tmp_path / "target"
+    target.write_text("precious\n")
+    os.symlink(target, tmp_path / "etc" / "a.conf")
+    args = _set(tmp_path)
+    args["read"] = []
+    run, _ = _converge(tmp_path, args)
+    assert run.returncode != 0 and "is not a regular file" in run.text, run.explain()
+    assert target.read_text() == "precious\n"
+
+
+def test_a_symbolic_link_is_never_read(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "secret").write_text("key\n")
+    os.symlink(tmp_path / "secret", tmp_path / "etc" / "a.conf")
+    run, result = _converge(tmp_path, {"read": [str(tmp_path / "etc" / "a.conf")]})
+    assert run.returncode != 0 and "not read" in run.text, run.explain()
+    assert "key" not in run.text
+
+
+def test_backup_keeps_the_old_bytes_beside_the_new_file(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "a.conf").write_text("theirs\n")
+    args = _set(tmp_path)
+    args["files"][0]["backup"] = True
+    run, result = _converge(tmp_path, args)
+    assert run.returncode == 0, run.explain()
+    backup = Path(result["backups"][str(tmp_path / "etc" / "a.conf")])
+    assert backup.parent == tmp_path / "etc" and backup.read_text() == "theirs\n"
