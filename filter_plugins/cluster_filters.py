@@ -450,6 +450,12 @@ def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str
              "owner": "root", "group": "root", "mode": mode} for name in names]
 
 
+def directory_items(paths: list[str], owner: str = "root", group: str = "root",
+                    mode: str = "0755") -> list[dict[str, str]]:
+    """library/cluster_files.py items of directories with one owner, group and mode."""
+    return [{"path": path, "owner": owner, "group": group, "mode": mode} for path in paths]
+
+
 def marker_file_items(names: list[str], directory: str) -> list[dict[str, str]]:
     """library/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
     return [{"dest": f"{directory}/{name}", "content": "", "owner": "root", "group": "root", "mode": "0644"}
@@ -489,6 +495,7 @@ class FilterModule:
             "slurm_conf_change": slurm_conf_change,
             "rendered_file_items": rendered_file_items,
             "marker_file_items": marker_file_items,
+            "directory_items": directory_items,
             "cluster_files_changes": cluster_files_changes,
             "slurmd_not_reregistered": slurmd_not_reregistered,
         }

@@ -286,7 +286,7 @@ def test_check_mode_reports_the_changes_and_makes_none(host: Host) -> None:
     }
     run = run_tasks(host.root / "check", "common", ["package_mirror"], extra, options=("--check", "--diff"))
     assert run.returncode == 0, run.explain()
-    assert run.recap()["changed"] == 3  # the mirror's file, the renames, pip.conf
+    assert run.recap()["changed"] == 2  # the mirror's apt source and pip.conf (one task), the renames
     assert "Types: deb" in run.stdout  # the diff of the new file
     assert host.apt_files() == {str(path.relative_to(host.apt)): text for path, text in host.original.items()}
     assert not host.pip_conf.exists()

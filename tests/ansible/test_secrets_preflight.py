@@ -210,7 +210,8 @@ def test_site_checks_the_secrets_on_every_host_before_any_role_changes_one() -> 
     first_role_play = next(index for index, play in enumerate(plays) if play.get("roles"))
     checks = [index for index, play in enumerate(plays)
               for task in play.get("tasks", [])
-              if task.get("ansible.builtin.import_role", {}).get("tasks_from") in ("key_check.yml", "password_check.yml")]
+              for role in (task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role") or {},)
+              if role.get("tasks_from") in ("key_check.yml", "password_check.yml")]
     assert len(checks) == 2 and max(checks) < first_role_play, "the secrets are checked after hosts were changed"
     check_play = plays[checks[0]]
     assert check_play["hosts"] == "cluster" and "always" in check_play["tags"]

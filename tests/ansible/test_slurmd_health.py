@@ -1,8 +1,9 @@
-"""roles/slurmd's health check tasks: the checker and this host's expectations installed, kept
-unchanged on a second run, removed when the check is off; installed where slurm.conf and the
-checker look for them (the paths cluster_cli/render/health_conf.py names).
+"""roles/slurmd's health check files (its configure phase): the checker and this host's
+expectations installed, kept unchanged on a second run, removed when the check is off; installed
+where slurm.conf and the checker look for them (the paths cluster_cli/render/health_conf.py names).
 
-The installed paths are private variables pointed into a temporary directory.
+The installed paths are private variables pointed into a temporary directory; the phase runs as
+on a host without systemd and without pam_slurm_adopt, its other paths in that directory too.
 """
 
 from __future__ import annotations
@@ -46,18 +47,22 @@ def test_installed_then_unchanged_then_removed_when_off(tmp_path: Path) -> None:
         "slurmd_health_config_src": str(build),
         "__slurmd_health_program": str(program),
         "__slurmd_health_config": str(config),
+        "__slurmd_service_manager": "standalone",
+        "slurmd_spool_dir": str(tmp_path / "spool"),
+        "slurmd_nodes": [{"name": "node1"}],
+        "__slurmd_pam_access_file": str(tmp_path / "access-slurm-adopt.conf"),
     }
-    first = run_tasks(tmp_path / "first", "slurmd", ["health"], variables)
+    first = run_tasks(tmp_path / "first", "slurmd", ["configure"], variables)
     assert first.returncode == 0, first.explain()
     assert program.read_bytes() == CHECKER.read_bytes()
     assert (program.stat().st_mode & 0o7777, config.stat().st_mode & 0o7777) == (0o755, 0o644)
     assert json.loads(config.read_text(encoding="utf-8")) == expectations
 
-    again = run_tasks(tmp_path / "again", "slurmd", ["health"], variables)
+    again = run_tasks(tmp_path / "again", "slurmd", ["configure"], variables)
     assert again.returncode == 0, again.explain()
     assert again.recap()["changed"] == 0
 
-    off = run_tasks(tmp_path / "off", "slurmd", ["health"], variables | {"slurmd_health_config_src": ""})
+    off = run_tasks(tmp_path / "off", "slurmd", ["configure"], variables | {"slurmd_health_config_src": ""})
     assert off.returncode == 0, off.explain()
     assert not program.exists() and not config.exists()
     assert os.listdir(tmp_path / "sbin") == []

@@ -684,3 +684,10 @@ def test_cluster_files_changes_names_new_different_and_removed_files_only() -> N
     contents = {"/a": "same\n", "/b": "old\n", "/c": None, "/d": "gone\n", "/e": None}
     items = [{"dest": "/a", "content": "same\n"}, {"dest": "/b", "content": "new\n"}, {"dest": "/c", "content": ""}]
     assert F.cluster_files_changes(contents, items, ["/d", "/e"]) == ["/b", "/c", "/d"]
+
+
+def test_directory_items_share_one_owner_group_and_mode() -> None:
+    assert F.directory_items(["/a", "/b"], mode="0700") == [
+        {"path": "/a", "owner": "root", "group": "root", "mode": "0700"},
+        {"path": "/b", "owner": "root", "group": "root", "mode": "0700"},
+    ]
