@@ -40,6 +40,7 @@ import scale_report  # noqa: E402
 from deploy_local import machine  # noqa: E402
 from task_profile import aggregate, read_events  # noqa: E402
 
+from cluster_cli.ansible.forks import forks_environment  # noqa: E402
 from devtools.deploy_summary import parse_summary_line  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,12 +137,13 @@ def inventory_text(cluster: str, hosts: list[dict[str, Any]]) -> str:
     ])
 
 
-def ansible_settings() -> dict[str, str]:
-    """forks, pipelining and ssh_args as the repository's ansible.cfg sets them."""
+def ansible_settings(hosts: int) -> dict[str, str]:
+    """forks as cluster-cli sizes them for ``hosts`` hosts on this machine (cluster_cli.ansible.forks),
+    strategy, gathering, pipelining and ssh_args as the repository's ansible.cfg sets them."""
     config = configparser.ConfigParser()
     config.read(REPO / "ansible.cfg")
     return {
-        "forks": config.get("defaults", "forks", fallback="5"),
+        "forks": forks_environment(hosts).get("ANSIBLE_FORKS") or os.environ["ANSIBLE_FORKS"],
         "strategy": config.get("defaults", "strategy", fallback="linear"),
         "gathering": config.get("defaults", "gathering", fallback="implicit"),
         "pipelining": config.get("ssh_connection", "pipelining", fallback="False"),
@@ -270,7 +272,7 @@ def run_bed(computes: int, out: Path) -> dict[str, Any]:
         down = testbed("down")
         print(f"testbed down: exit {down.returncode}", flush=True)
     return {"computes": computes, "hosts": len(names), "up_s": up_s, "machine": machine(),
-            "settings": ansible_settings(), "work": str(work), "steps": [asdict(step) for step in steps]}
+            "settings": ansible_settings(computes + 1), "work": str(work), "steps": [asdict(step) for step in steps]}
 
 
 def run_steps(inventory: Path, work: Path) -> list[StepResult]:

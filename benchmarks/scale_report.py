@@ -7,6 +7,7 @@ from typing import Any
 
 from scale_model import Fit, Projection, fit_line, project
 
+from cluster_cli.ansible.forks import sized_forks
 from devtools.markdown import replace_section
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -175,7 +176,8 @@ def section(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return f"{SECTION}\n\nNo runs.\n"
     settings = runs[-1]["settings"]
-    forks = int(settings["forks"])
+    # What cluster-cli gives ansible-playbook on the control node (memory not the limit).
+    forks = sized_forks(PROJECT_TO[0], CONTROL_CORES, None)
     # Host-seconds grow with the bed, every host's work sharing the same cores: the smallest run
     # (the least loaded) shows what a task costs a host, the others mostly the queueing.
     smallest = runs[0]
@@ -189,7 +191,7 @@ def section(runs: list[dict[str, Any]]) -> str:
         "main ansible-playbook process alone) + the CPU-s of the ssh ControlPersist masters, which detach from "
         "the tree and are counted apart. A fresh bed for each N.",
         "",
-        f"Ansible (ansible.cfg): forks {settings['forks']}, strategy {settings['strategy']}, gathering "
+        f"Ansible: forks {settings['forks']} (of the largest run), strategy {settings['strategy']}, gathering "
         f"{settings['gathering']}, pipelining {settings['pipelining']}, ssh_args `{settings['ssh_args']}`.",
         "",
         *runs_table(runs),
@@ -198,7 +200,7 @@ def section(runs: list[dict[str, Any]]) -> str:
         "",
         *fit_table(runs),
         "",
-        f"Projection at forks {forks} on a {CONTROL_CORES}-core control node: the longest of the main process's "
+        f"Projection at forks {forks} (cluster_cli.ansible.forks on a {CONTROL_CORES}-core control node) on that node: the longest of the main process's "
         f"CPU (single-threaded, in series), the tree's CPU over min(cores, forks) cores, and one compute host's "
         f"task chain (its host-seconds in the smallest run) times ceil(hosts / forks). Target: 1,000-host first "
         f"install <= {WALL_TARGET_S // 60} min.",

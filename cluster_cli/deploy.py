@@ -97,6 +97,7 @@ def run(
         new_log_path(prepared.cluster, Path(playbook).stem),
         options,
         on_event,
+        hosts=len(prepared.cluster.hosts),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_cli.ansible.forks import forks_environment
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import PROJECT_DIR_VARIABLE, project_root
 
@@ -115,8 +116,10 @@ def run_playbook(
     log_path: Path,
     options: PlaybookOptions = PlaybookOptions(),
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    hosts: int | None = None,
 ) -> PlaybookResult:
-    """Run a playbook to completion; Ansible's output is written to ``log_path`` (0600)."""
+    """Run a playbook to completion; Ansible's output is written to ``log_path`` (0600). ``hosts``:
+    how many hosts it works on, to size its forks (cluster_cli.ansible.forks)."""
     project = project_dir()
     argv = playbook_argv(playbook, inventories, extra_var_files, options)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,6 +136,8 @@ def run_playbook(
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if hosts is not None:
+        environment.update(forks_environment(hosts, environment))
     result = PlaybookResult(returncode=-1, duration_s=0.0, log_path=log_path)
     current_role: dict[str, str | None] = {}
     started = time.monotonic()
