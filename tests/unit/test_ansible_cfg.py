@@ -1,0 +1,30 @@
+"""ansible.cfg: the settings a deploy's cost per host rests on (docs/operations.md, "Deploying
+at scale"). Each is a protection of that cost: taking one away makes every host-task dearer."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def settings() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(REPO / "ansible.cfg")
+    return config
+
+
+def test_modules_run_through_ssh_without_temporary_files() -> None:
+    """pipelining: one SSH exchange per module, not a copy, a run and a cleanup."""
+    assert settings().getboolean("ssh_connection", "pipelining")
+
+
+def test_ssh_connections_are_kept_open_between_tasks() -> None:
+    args = settings().get("ssh_connection", "ssh_args").split()
+    assert "ControlMaster=auto" in args
+    assert any(arg.startswith("ControlPersist=") and arg != "ControlPersist=no" for arg in args)
+
+
+def test_facts_are_gathered_only_where_a_play_asks() -> None:
+    assert settings().get("defaults", "gathering") == "explicit"
