@@ -28,3 +28,17 @@ def test_ssh_connections_are_kept_open_between_tasks() -> None:
 
 def test_facts_are_gathered_only_where_a_play_asks() -> None:
     assert settings().get("defaults", "gathering") == "explicit"
+
+
+def test_facts_stay_under_ansible_facts() -> None:
+    """Injected as variables too, every fact is one more variable for every task of the host."""
+    assert settings().getboolean("defaults", "inject_facts_as_vars") is False
+
+
+def test_the_playbooks_gather_only_the_service_manager_facts() -> None:
+    import yaml
+
+    for playbook in ("site.yml", "teardown.yml", "upgrade.yml"):
+        plays = yaml.safe_load((REPO / "playbooks" / playbook).read_text(encoding="utf-8"))
+        subsets = [play["gather_subset"] for play in plays if play.get("gather_facts")]
+        assert subsets and all(subset == ["!all", "!min", "service_mgr"] for subset in subsets), playbook
