@@ -100,6 +100,10 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_skipped(self, result):
         self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)
 
+    def v2_playbook_on_no_hosts_remaining(self):
+        # Ansible stops the run: max_fail_percentage exceeded, or every host of the play (or wave) failed
+        self._emit(event="stopped")
+
     def v2_playbook_on_stats(self, stats):
         recap = {}
         for host in sorted(stats.processed):
