@@ -39,15 +39,14 @@ class Outcome:
         """Hosts that went through every play without a failure (none when the run stopped early)."""
         if not self.finished:
             return []
-        return [host for host in self.hosts if host not in self.failed_hosts and host not in self.cut_off]
+        return [host for host in self.hosts if host not in self.failed_hosts]
 
 
 def stopping_failures(result: PlaybookResult) -> list[TaskFailure]:
     """The failure that stopped each host (its last: a rescue's own failure comes after the one it
-    rescued), in the order the hosts failed."""
+    rescued), one per host, in the order the hosts first failed."""
     last: dict[str, TaskFailure] = {}
     for failure in result.failures:
-        last.pop(failure.host, None)
         last[failure.host] = failure
     return list(last.values())
 

@@ -249,3 +249,19 @@ def test_a_host_that_left_the_inventory_is_forgotten_only_once_its_slurmd_was_st
     output = CliRunner().invoke(main, ["deploy", base_inventory, "--full"])
     assert output.exit_code == (ExitCode.FAILURE if stopped else ExitCode.OK), output.output
     assert ("gpu5" in load_record(cluster_state_dir("test")).reach) == stopped
+
+
+def test_the_live_progress_says_when_ansible_stops_the_run() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from cluster_cli.progress import PlaybookProgress
+    out = StringIO()
+    progress = PlaybookProgress(Console(file=out, width=200))
+    progress({"event": "failed", "host": "gpu3", "task": "Start slurmd", "message": "bad"})
+    progress({"event": "stopped"})
+    assert out.getvalue().splitlines() == [
+        "  gpu3: FAILED: Start slurmd", "      bad",
+        "Ansible stopped the run: more hosts of a wave failed than its threshold allows, or every host of the "
+        "play or wave failed"]
