@@ -233,14 +233,16 @@ def test_daemon_logs_are_fetched_for_the_first_failed_hosts_only(base_inventory,
     output = CliRunner().invoke(main, ["deploy", base_inventory, "--full"])
     assert output.exit_code == ExitCode.FAILURE, output.output
     assert {host for host, _ in fetched} == {"box"}
-    assert "gpu1 broke" in output.output and "(daemon logs of the first 1 failed hosts only)" in " ".join(output.output.split())
+    text = " ".join(output.output.split())
+    assert "gpu1 broke" in text and "(daemon logs of the first 1 failed hosts only)" in text
 
 
 @pytest.mark.parametrize("stopped", [False, True])
 def test_a_host_that_left_the_inventory_is_forgotten_only_once_its_slurmd_was_stopped(base_inventory, monkeypatch,
                                                                                       stopped):
     record = DeployedRecord(cluster_state_dir("test") / "deployed.json")
-    record.remember_reach({"gpu5": host_reach(load(edit(edit(BASE, "gpu[1-4]", "gpu[1-5]"), "10.0.1.[1-4]", "10.0.1.[1-5]")))["gpu5"]})
+    with_gpu5 = edit(edit(BASE, "gpu[1-4]", "gpu[1-5]"), "10.0.1.[1-4]", "10.0.1.[1-5]")
+    record.remember_reach({"gpu5": host_reach(load(with_gpu5))["gpu5"]})
     record.save()
     stop = failed("gpu5", "Stop the slurmd instances of the host", "systemctl: failed") if stopped else ok("gpu5")
     events = [*base_plays(), *waves([ok(host) for host in COMPUTE]),
