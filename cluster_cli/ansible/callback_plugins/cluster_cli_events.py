@@ -41,6 +41,8 @@ def _message(result):
         parts = data["stdout"].strip().splitlines()[-STDOUT_LINES:]
     if not parts and data.get("results"):
         parts = [str(item.get("msg", "")) for item in data["results"] if isinstance(item, dict) and item.get("failed")]
+    if not parts and isinstance(data.get("censored"), str):  # a no_log result, as Ansible censored it
+        parts = [data["censored"]]
     if data.get("attempts"):
         parts.insert(0, f"condition still false after {data['attempts']} attempts")
     return "\n".join(parts)[-MESSAGE_LIMIT:]
