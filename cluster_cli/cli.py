@@ -10,6 +10,7 @@ import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -176,7 +177,10 @@ def _run_prepared(
     console: Console, prepared: deploy_steps.Prepared, playbook: str, title: str, options: PlaybookOptions,
     verbose: int, extra_vars: dict[str, object] | None = None,
     log_role: Callable[[TaskFailure], str | None] | None = None,
+    closing: Callable[[PlaybookResult], None] | None = None,
 ) -> PlaybookResult:
+    """Run a playbook with live progress, then its summary and failures; ``closing`` (deploy: the
+    rollout's counts and its record) runs whatever the outcome, before a failure is raised."""
     from cluster_cli import deploy as deploy_steps
     from cluster_cli.progress import PlaybookProgress, summary_line, summary_table
     progress = PlaybookProgress(console, verbose=verbose > 0)
@@ -189,6 +193,8 @@ def _run_prepared(
     for missed in result.missed:
         console.print(f"[yellow]{missed.host}: unreachable, left as it is: {missed.task}[/yellow]")
     _print_failures(console, prepared, result, log_role)
+    if closing is not None:
+        closing(result)
     console.print(f"full log: {result.log_path}")
     if not result.ok:
         raise ClusterCliError(f"{title.lower()} failed (ansible-playbook exit {result.returncode})")
@@ -199,17 +205,27 @@ def _print_failures(
     console: Console, prepared: deploy_steps.Prepared, result: PlaybookResult,
     log_role: Callable[[TaskFailure], str | None] | None,
 ) -> None:
-    """Each failure with its host and task, and the last lines of the daemon logs it concerns
-    (the task's role, or ``log_role``'s answer for tasks outside the roles)."""
+    """Each failed or unreachable host with the play and task that stopped it, its message, and
+    the last lines of the daemon logs it concerns (the task's role, or ``log_role``'s answer for
+    tasks outside the roles), those of the first LOG_TAIL_HOSTS hosts only."""
     from cluster_cli import deploy as deploy_steps
+    from cluster_cli.rollout import stopping_failures
     from dataclasses import replace
-    for failure in result.failures:
+    failures = stopping_failures(result)
+    if failures:
+        console.print(f"[red]failed hosts ({len(failures)}):[/red]")
+    for number, failure in enumerate(failures):
         if log_role is not None:
             failure = replace(failure, role=log_role(failure) or failure.role)
         what = "unreachable" if failure.unreachable else "failed"
-        console.print(f"[red]{failure.host}: {what}: {failure.task}[/red]")
+        where = f'play "{failure.play}", ' if failure.play else ""
+        console.print(f'[red]{failure.host}: {what}: {where}task "{failure.task}"[/red]', highlight=False)
         if failure.message:
             console.print(failure.message, markup=False)
+        if number == deploy_steps.LOG_TAIL_HOSTS:
+            console.print(f"(daemon logs of the first {deploy_steps.LOG_TAIL_HOSTS} failed hosts only)")
+        if number >= deploy_steps.LOG_TAIL_HOSTS:
+            continue
         for path, text in deploy_steps.failure_log_tails(prepared, failure):
             console.print(f"--- last lines of {path} on {failure.host}:", markup=False)
             console.print(text, markup=False)
@@ -256,13 +272,16 @@ def _plan_exit(found: Plan, rotating: bool) -> int:
 @click.option("--wait", "wait_s", type=float, help="Wait up to SECONDS for the jobs on nodes being removed.")
 @click.option("--force", is_flag=True, help="Requeue the jobs on nodes being removed.")
 @click.option("--batch", type=click.IntRange(min=1), metavar="N",
-              help="Restart at most N slurmd at a time, each batch waited for until slurmctld sees it "
-                   "again; a failed batch stops the rollout (default: all at once).")
+              help="Restart at most N slurmd at a time: the compute hosts in waves, each waited for until "
+                   "slurmctld sees it again (default: the inventory's deploy.batch, else all at once).")
+@click.option("--max-fail-percentage", "max_fail", type=click.IntRange(0, 100), metavar="P",
+              help="Stop the rollout when more than P% of a wave of compute hosts failed (default: the "
+                   "inventory's deploy.max_fail_percentage, else 0 with --batch and 100 without).")
 @rotate_option
 def deploy(
     inventory: Path, check: bool, diff: bool, limit: str | None, tags: str | None, verbose: int,
     build_dir: Path | None, full: bool, wait_s: float | None, force: bool, batch: int | None,
-    rotate_secrets: bool,
+    max_fail: int | None, rotate_secrets: bool,
 ) -> None:
     """Validate, render, plan, and apply what the plan says (all of site.yml with --full).
 
@@ -303,19 +322,45 @@ def deploy(
     retired = deploy_steps.write_retired_inventory(prepared)
     if retired and scope is not None:
         console.print(f"stopping slurmd on the hosts that left the inventory: {', '.join(retired)}")
-    rollout = deploy_steps.batch_vars(cluster, batch) if batch else None
-    if rollout:
-        console.print(f"slurmd restarts: {rollout['slurmd_restart_batch']} per host at a time, "
-                      f"{rollout['deploy_slurmd_serial']} compute host(s) per batch")
-    extra_vars = {**(rollout or {}), **(rotation.ROLE_VARIABLES if rotate else {})}
+    rollout = deploy_steps.rollout_vars(cluster, *deploy_steps.rollout_settings(cluster, batch, max_fail))
+    _print_rollout(console, rollout)
+    extra_vars = {**rollout, **(rotation.ROLE_VARIABLES if rotate else {})}
+    planned = None if check or limit or tags else list(cluster.hosts) if scope is None else found.hosts_to_apply()
+    closing = partial(_close_deploy, console, prepared, files, planned, retired)
     try:
-        _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, extra_vars or None)
+        _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, extra_vars, closing=closing)
     except (ClusterCliError, KeyboardInterrupt):
         if rotate:
             console.print(rotation.unfinished_note(prepared.bundle.rotated), markup=False, soft_wrap=True)
         raise
-    if not check and not limit and not tags:
-        deploy_steps.record_deployed(prepared, files, list(cluster.hosts) if scope is None else found.hosts_to_apply())
+
+
+def _print_rollout(console: Console, rollout: dict[str, int]) -> None:
+    threshold = rollout["deploy_max_fail_percentage"]
+    if "deploy_slurmd_serial" not in rollout:
+        if threshold < 100:
+            console.print(f"compute hosts: all at once; the rollout stops when more than {threshold}% of them failed")
+        return
+    console.print(f"slurmd restarts: {rollout['slurmd_restart_batch']} per host at a time, "
+                  f"{rollout['deploy_slurmd_serial']} compute host(s) per wave; the rollout stops when more "
+                  f"than {threshold}% of a wave failed, or all of its hosts")
+
+
+def _close_deploy(
+    console: Console, prepared: deploy_steps.Prepared, files: dict[str, list[HostFile]], planned: list[str] | None,
+    retired: list[str], result: PlaybookResult,
+) -> None:
+    """The rollout's counts; the record of what was deployed gets the planned hosts that were (with
+    --check, --limit or --tags, ``planned`` is None: nothing is recorded)."""
+    from cluster_cli import deploy as deploy_steps
+    from cluster_cli.rollout import count_lines
+    found = deploy_steps.rollout_outcome(prepared, result, retired)
+    for line in count_lines(found):
+        console.print(line, markup=False)
+    if planned is not None and found.finished:
+        deployed = set(found.deployed)
+        deploy_steps.record_deployed(prepared, files, [host for host in planned if host in deployed],
+                                     keep=found.failed_hosts)
 
 
 def _print_plan(

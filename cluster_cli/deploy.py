@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,7 +19,7 @@ from cluster_cli.ansible.runner import (
     run_ad_hoc,
     run_playbook,
 )
-from cluster_cli import nodes
+from cluster_cli import nodes, rollout
 from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
@@ -30,6 +30,8 @@ from cluster_cli.plan import Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 
 LOG_TAIL_LINES = 20
+# daemon log tails are fetched (one ad-hoc Ansible run each) for this many failed hosts at most
+LOG_TAIL_HOSTS = 10
 
 
 @dataclass(frozen=True)
@@ -163,14 +165,25 @@ def write_retired_inventory(prepared: Prepared) -> list[str]:
     return list(retired)
 
 
-def record_deployed(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
-    """Remember what the hosts now hold, so a later plan can tell a hand edit from a change, and
-    how to reach them; hosts that left the inventory are forgotten (their slurmd was stopped)."""
+def record_deployed(
+    prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str], keep: Collection[str] = (),
+) -> None:
+    """Remember what ``hosts`` now hold, so a later plan can tell a hand edit from a change, and
+    how to reach them; hosts that left the inventory are forgotten (their slurmd was stopped), but
+    those in ``keep`` (failed this time: the next deploy must reach them again)."""
     record = prepared.record
-    record.forget([host for host in set(record.hosts) | set(record.reach) if host not in prepared.cluster.hosts])
+    record.forget([host for host in set(record.hosts) | set(record.reach)
+                   if host not in prepared.cluster.hosts and host not in keep])
     record.update(files, hosts)
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
+
+
+def rollout_outcome(prepared: Prepared, result: PlaybookResult, retired: list[str]) -> rollout.Outcome:
+    """What site.yml's run did to the cluster's hosts and to the hosts that left it."""
+    cluster = prepared.cluster
+    compute = [name for name, host in cluster.hosts.items() if host.slurmd_nodes]
+    return rollout.outcome(result, set(cluster.hosts) | set(retired), compute, last_play("site.yml"))
 
 
 def batch_vars(cluster: Cluster, batch: int) -> dict[str, int]:
@@ -181,6 +194,27 @@ def batch_vars(cluster: Cluster, batch: int) -> dict[str, int]:
     batch // k hosts of min(batch, k) instances, never more than ``batch`` (at least one host)."""
     per_host = max((len(host.slurmd_nodes) for host in cluster.hosts.values()), default=1) or 1
     return {"deploy_slurmd_serial": max(1, batch // per_host), "slurmd_restart_batch": min(batch, per_host)}
+
+
+def rollout_settings(cluster: Cluster, batch: int | None, max_fail: int | None) -> tuple[int | None, int]:
+    """The waves' size (``--batch``, else the inventory's ``deploy.batch``) and their failure threshold
+    (``--max-fail-percentage``, else ``deploy.max_fail_percentage``; unset: 0 in waves, a failed
+    host stops the rollout, and 100 without, every host goes on as before)."""
+    settings = cluster.inventory.deploy
+    batch = batch or settings.batch
+    max_fail = max_fail if max_fail is not None else settings.max_fail_percentage
+    return batch, (max_fail if max_fail is not None else 0 if batch else 100)
+
+
+def rollout_vars(cluster: Cluster, batch: int | None, max_fail: int) -> dict[str, int]:
+    """Extra vars of the compute play: its waves (``batch_vars``) and ``deploy_max_fail_percentage``."""
+    return {**(batch_vars(cluster, batch) if batch else {}), "deploy_max_fail_percentage": max_fail}
+
+
+def last_play(playbook: str) -> str:
+    """The name of a playbook's last play: a run that started it was not stopped before."""
+    plays = yaml.safe_load((project_dir() / "playbooks" / playbook).read_text(encoding="utf-8"))
+    return str(plays[-1]["name"])
 
 
 class JobsStillRunning(ClusterCliError):

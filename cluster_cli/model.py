@@ -744,6 +744,31 @@ class Secrets(StrictModel):
     )
 
 
+class Deploy(StrictModel):
+    """How `cluster-cli deploy` rolls out to the compute hosts: in waves (Ansible's `serial` on the
+    compute play) and how many failed hosts a wave may have before the rollout stops."""
+
+    batch: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Default of `deploy --batch N`: at most N slurmd restart at a time, the compute hosts in "
+            "waves; unset: every compute host at once."
+        ),
+    )
+    max_fail_percentage: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description=(
+            "Ansible's `max_fail_percentage` of the compute play, per wave: the rollout stops when "
+            "more than this percentage of a wave's hosts failed (a wave whose hosts all failed "
+            "always stops it). Unset: 0 with `--batch` (a failed host stops the rollout), 100 "
+            "without. `deploy --max-fail-percentage` overrides it."
+        ),
+    )
+
+
 class Inventory(StrictModel):
     """A Slurm GPU cluster."""
 
@@ -785,6 +810,9 @@ class Inventory(StrictModel):
     secrets: Secrets = Field(default_factory=Secrets, description="Where generated secrets are kept.")
     health_check: HealthCheck = Field(
         default_factory=HealthCheck, description="The node health check and what it drains nodes for."
+    )
+    deploy: Deploy = Field(
+        default_factory=Deploy, description="How deploy rolls out to the compute hosts: waves, failed-host threshold."
     )
 
     @model_validator(mode="after")

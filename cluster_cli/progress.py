@@ -37,6 +37,9 @@ class PlaybookProgress:
         elif kind == "ok" and (event.get("changed") or self.verbose):
             state = "[yellow]changed[/yellow]" if event.get("changed") else "[green]ok[/green]"
             self._print(f"  {event['host']}: {state}: {event['task']}")
+        elif kind == "stopped":
+            self._print("[red]Ansible stopped the run: more hosts of a wave failed than its threshold allows, "
+                        "or every host of the play or wave failed[/red]")
         elif kind in ("failed", "unreachable"):
             if event.get("ignored"):
                 return

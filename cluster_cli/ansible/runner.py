@@ -53,6 +53,7 @@ class TaskFailure:
     role: str | None
     message: str
     unreachable: bool = False
+    play: str | None = None
 
 
 @dataclass
@@ -64,6 +65,14 @@ class PlaybookResult:
     failures: list[TaskFailure] = field(default_factory=list)
     # hosts a play may miss (ignore_unreachable), each with the first task that could not reach it
     missed: list[TaskFailure] = field(default_factory=list)
+    # each play started, in order (a play in waves starts once per wave), and the hosts that had a
+    # task result in it: which hosts a rollout reached, and whether the run got to its last play
+    plays: list[str] = field(default_factory=list)
+    reached: dict[str, set[str]] = field(default_factory=dict)
+    # the play in which Ansible stopped the run (max_fail_percentage, or every host of a wave
+    # failed), and the hosts of that wave it stopped without a failure of their own
+    stopped_in: str | None = None
+    cut_off: set[str] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -139,7 +148,8 @@ def run_playbook(
     if hosts is not None:
         environment.update(forks_environment(hosts, environment))
     result = PlaybookResult(returncode=-1, duration_s=0.0, log_path=log_path)
-    current_role: dict[str, str | None] = {}
+    current: dict[str, str | None] = {}
+    wave: set[str] = set()
     started = time.monotonic()
     descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(descriptor, "a", encoding="utf-8") as log:
@@ -163,7 +173,7 @@ def run_playbook(
                     event = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                _record(result, event, current_role)
+                _record(result, event, current, wave)
                 if on_event is not None:
                     on_event(event)
         result.returncode = process.wait()
@@ -171,22 +181,36 @@ def run_playbook(
     return result
 
 
-def _record(result: PlaybookResult, event: dict[str, Any], current_role: dict[str, str | None]) -> None:
+def _record(result: PlaybookResult, event: dict[str, Any], current: dict[str, str | None], wave: set[str]) -> None:
+    """Keep what an event says: the play and wave it is in, the hosts reached, failures, the recap."""
     kind = event.get("event")
-    if kind == "task":
-        current_role["role"] = event.get("role")
-    elif kind == "failed" and not event.get("ignored"):
-        result.failures.append(
-            TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""))
-        )
-    elif kind == "unreachable":
-        failure = TaskFailure(event["host"], event["task"], current_role.get("role"), event.get("message", ""), True)
-        if not event.get("ignored"):
-            result.failures.append(failure)
-        elif failure.host not in {missed.host for missed in result.missed}:
-            result.missed.append(failure)
+    if kind == "play":  # once per wave of a play with serial
+        current["play"] = str(event.get("name", ""))
+        if not result.plays or result.plays[-1] != current["play"]:
+            result.plays.append(current["play"])
+        wave.clear()
+    elif kind == "stopped":
+        result.stopped_in = current.get("play")
+        result.cut_off = wave - {failure.host for failure in result.failures}
+    elif kind == "task":
+        current["role"] = event.get("role")
     elif kind == "stats":
         result.recap = event.get("hosts", {})
+    if kind in ("ok", "failed", "unreachable", "skipped"):
+        result.reached.setdefault(current.get("play") or "", set()).add(event["host"])
+        wave.add(event["host"])
+    if kind in ("failed", "unreachable"):
+        _record_failure(result, event, current)
+
+
+def _record_failure(result: PlaybookResult, event: dict[str, Any], current: dict[str, str | None]) -> None:
+    unreachable = event["event"] == "unreachable"
+    failure = TaskFailure(event["host"], event["task"], current.get("role"), event.get("message", ""),
+                          unreachable, current.get("play"))
+    if not event.get("ignored"):
+        result.failures.append(failure)
+    elif unreachable and failure.host not in {missed.host for missed in result.missed}:
+        result.missed.append(failure)
 
 
 def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float = 60) -> tuple[int, str]:

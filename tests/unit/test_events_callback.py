@@ -39,6 +39,11 @@ def test_a_retry_loop_that_gave_up_says_so_without_its_polled_output() -> None:
     )
 
 
+def test_a_no_log_result_says_it_was_hidden_and_nothing_else() -> None:
+    hidden = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    assert message(censored=hidden, failed=True) == hidden
+
+
 def test_long_messages_are_cut_to_the_limit() -> None:
     assert len(message(msg="x" * 10_000)) == events.MESSAGE_LIMIT
 

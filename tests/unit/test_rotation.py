@@ -72,7 +72,8 @@ def playbooks(monkeypatch) -> list[dict]:
     """The deploy's playbook runs (prepared build, options, extra vars), with an empty plan."""
     runs: list[dict] = []
 
-    def run_prepared(console, prepared, playbook, title, options, verbose, extra_vars=None, log_role=None):
+    def run_prepared(console, prepared, playbook, title, options, verbose, extra_vars=None, log_role=None,
+                     closing=None):
         runs.append({"prepared": prepared, "options": options, "vars": extra_vars or {}})
 
     monkeypatch.setattr("cluster_cli.cli._run_prepared", run_prepared)
@@ -99,7 +100,8 @@ def test_rotation_keeps_the_old_secrets_0600_and_takes_new_ones_to_every_host(ru
     assert new_key != old_key and new_password != old_password
     assert mode(directory / MUNGE_KEY_FILE) == mode(directory / DB_PASSWORD_FILE) == 0o600
     [run] = playbooks
-    assert run["vars"] == {"munge_rotate_key": True, "slurmdbd_rotate_password": True}
+    # the rotation's role variables, and the compute play's default threshold without --batch
+    assert run["vars"] == {"munge_rotate_key": True, "slurmdbd_rotate_password": True, "deploy_max_fail_percentage": 100}
     assert run["options"].limit is None, "the rotation must reach every host, not the plan's changed ones"
     build = run["prepared"].bundle.directory
     assert new_password.decode().strip() in (build / "ansible" / "secret_vars.yml").read_text()

@@ -41,6 +41,8 @@ def _message(result):
         parts = data["stdout"].strip().splitlines()[-STDOUT_LINES:]
     if not parts and data.get("results"):
         parts = [str(item.get("msg", "")) for item in data["results"] if isinstance(item, dict) and item.get("failed")]
+    if not parts and isinstance(data.get("censored"), str):  # a no_log result, as Ansible censored it
+        parts = [data["censored"]]
     if data.get("attempts"):
         parts.insert(0, f"condition still false after {data['attempts']} attempts")
     return "\n".join(parts)[-MESSAGE_LIMIT:]
@@ -99,6 +101,10 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_skipped(self, result):
         self._emit(event="skipped", host=result._host.get_name(), task=result.task_name)
+
+    def v2_playbook_on_no_hosts_remaining(self):
+        # Ansible stops the run: max_fail_percentage exceeded, or every host of the play (or wave) failed
+        self._emit(event="stopped")
 
     def v2_playbook_on_stats(self, stats):
         recap = {}
