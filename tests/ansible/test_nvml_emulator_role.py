@@ -32,7 +32,8 @@ def fake_root(tmp_path: Path, ldconfig_output: str = "") -> tuple[Path, dict[str
         (root / sub).mkdir(parents=True, exist_ok=True)
     ldconfig = write_executable(
         tmp_path / "bin" / "ldconfig",
-        f"#!/bin/sh\n[ \"$1\" = -p ] || {{ echo run >> {tmp_path}/ldconfig-runs; exit 0; }}\ncat <<'EOF'\n{ldconfig_output}EOF\n",
+        f"#!/bin/sh\n[ \"$1\" = -p ] || {{ echo run >> {tmp_path}/ldconfig-runs; exit 0; }}\n"
+        f"cat <<'EOF'\n{ldconfig_output}EOF\n",
     )
     (root / "etc" / "testbed-host").write_text("test bed\n")
     return root, {
@@ -70,7 +71,9 @@ def test_refused_on_this_machine_which_is_not_a_test_bed_host(tmp_path: Path) ->
     del extra["nvml_emulator_test_marker"]  # the default path, on this machine
     run = run_role(tmp_path, "nvml_emulator", extra_vars=extra)
     assert_refused(
-        run, root, "refusing to install the NVML emulator: /etc/cluster-cli/testbed-host is missing, so this is not a test bed host"
+        run,
+        root,
+        "refusing to install the NVML emulator: /etc/cluster-cli/testbed-host is missing, so this is not a test bed host",
     )
 
 
@@ -88,14 +91,15 @@ def test_refused_where_the_linker_knows_a_drivers_nvml_library(tmp_path: Path) -
     listing = f"\tlibnvidia-ml.so.1 (libc6,x86-64) => {driver_lib}\n"
     root, extra = fake_root(tmp_path, ldconfig_output=listing)
     run = run_role(tmp_path, "nvml_emulator", extra_vars=extra)
-    assert_refused(run, root, f"refusing to install the NVML emulator: {driver_lib} is a real NVIDIA driver's libnvidia-ml.so.1")
+    assert_refused(run, root, f"NVML emulator: {driver_lib} is a real NVIDIA driver's libnvidia-ml.so.1")
 
 
 def test_refused_where_the_library_directory_has_a_drivers_nvml_library(tmp_path: Path) -> None:
     root, extra = fake_root(tmp_path)
     (root / "lib" / "libnvidia-ml.so.1").write_bytes(b"\x7fELF a driver's library")
     run = run_role(tmp_path, "nvml_emulator", extra_vars=extra)
-    assert_refused(run, root, f"{root}/lib/libnvidia-ml.so.1 is a real NVIDIA driver's libnvidia-ml.so.1", planted_library=True)
+    message = f"{root}/lib/libnvidia-ml.so.1 is a real NVIDIA driver's libnvidia-ml.so.1"
+    assert_refused(run, root, message, planted_library=True)
     assert (root / "lib" / "libnvidia-ml.so.1").read_bytes() == b"\x7fELF a driver's library"
 
 

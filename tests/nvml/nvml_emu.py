@@ -16,7 +16,8 @@ SOURCE_DIR = REPO / "roles" / "nvml_emulator" / "files"
 SOURCE = SOURCE_DIR / "nvml_emulator.c"
 CONF_ENV = "CLUSTER_CLI_NVML_EMULATOR_CONF"
 # roles/nvml_emulator's flags (vars/main.yml __nvml_emulator_cflags), warnings as errors.
-CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-shared", "-Wl,-soname,libnvidia-ml.so.1"]
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-fvisibility=hidden", "-shared",
+          "-Wl,-soname,libnvidia-ml.so.1"]
 PLUGIN_CACHE = Path(os.environ.get("CLUSTER_CLI_NVML_PLUGIN_CACHE", "/var/cache/cluster-cli/nvml-plugin"))
 
 SUCCESS, UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED = 0, 1, 2, 3

@@ -165,7 +165,8 @@ CASES = [
         ("NVIDIA L40S", "l40s"), ("NVIDIA L40S", "l40"), ("NVIDIA B200", "b200"))],
 ]
 MIG_CONF = "[gpu 0]\nmig = on\nmig_devices = 2\n"
-MIG_MINORS = "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n"
+MIG_MINORS = ("config 1\nmonitor 2\n"
+              "gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n")
 
 
 def main() -> None:

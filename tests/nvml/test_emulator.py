@@ -90,7 +90,7 @@ def compile_layout_check(include: Path, header_dir: Path) -> subprocess.Complete
 def test_types_and_values_match_nvidias_nvml_h(tmp_path: Path) -> None:
     include = nvml_header_dir()
     if include is None:
-        pytest.skip("no nvml.h here (libnvidia-ml-dev, or run scripts/build-nvml-plugin.sh, or CLUSTER_CLI_NVML_INCLUDE)")
+        pytest.skip("no nvml.h here (libnvidia-ml-dev, scripts/build-nvml-plugin.sh, or CLUSTER_CLI_NVML_INCLUDE)")
     ok = compile_layout_check(include, SOURCE_DIR)
     assert ok.returncode == 0, ok.stderr
     # the check has teeth: one value changed in a copy of the emulator's header fails it
