@@ -71,6 +71,10 @@ UseDNS no
 """
 
 
+# Under the host's /etc; roles/nvml_emulator's nvml_emulator_test_marker names the same file.
+TESTBED_MARKER = "cluster-cli/testbed-host"
+
+
 @dataclass
 class HostFiles:
     """What configure_root writes into a host's rootfs."""
@@ -104,6 +108,9 @@ def _write_identity(root: Path, files: HostFiles) -> None:
         resolv.unlink()
     resolv.write_text("# test bed: no DNS, names are in /etc/hosts\n")
     (etc / "fstab").write_text("# test bed: nothing to mount\n")
+    # what roles with test-only stand-ins (roles/nvml_emulator) require before they install anything
+    (etc / "cluster-cli").mkdir(exist_ok=True)
+    (etc / TESTBED_MARKER).write_text("# a cluster-cli test bed host (testbed/host.py)\n")
 
 
 def _write_ssh(root: Path, files: HostFiles) -> None:

@@ -9,10 +9,11 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
-from testbed.host import CgroupUnitFailed, Running, nspawn_argv
+from testbed.host import TESTBED_MARKER, CgroupUnitFailed, HostFiles, Running, _write_identity, nspawn_argv
 from testbed.mirror import apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
@@ -20,6 +21,15 @@ from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
 from testbed.state import HostState, shared_dir
 
 PKG = Path(__file__).resolve().parents[2] / "testbed"
+
+
+def test_every_bed_host_carries_the_marker_roles_nvml_emulator_requires(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    files = HostFiles("node1", "10.0.0.2", "127.0.0.1 localhost\n", "ssh-ed25519 AAAA", tmp_path, mirror=False)
+    _write_identity(tmp_path, files)
+    assert (tmp_path / "etc" / TESTBED_MARKER).is_file()
+    defaults = yaml.safe_load((PKG.parent / "roles/nvml_emulator/defaults/main.yml").read_text())
+    assert defaults["nvml_emulator_test_marker"] == f"/etc/{TESTBED_MARKER}"
 
 
 def test_fixed_mac_is_stable_unicast_and_local() -> None:
