@@ -327,6 +327,19 @@ static ret_t check(handle_t d)
     return is_gpu(d) || is_mig(d) ? EMU_SUCCESS : EMU_ERROR_INVALID_ARGUMENT;
 }
 
+/* A getter's checks: check(), somewhere to write the answer and, when kind is given, a device of
+ * the kind the call is about. */
+static ret_t check_out(handle_t d, const void *out, int (*kind)(handle_t))
+{
+    ret_t rc = check(d);
+
+    if (rc)
+        return rc;
+    if (!out)
+        return EMU_ERROR_INVALID_ARGUMENT;
+    return kind && !kind(d) ? EMU_ERROR_NOT_SUPPORTED : EMU_SUCCESS;
+}
+
 static ret_t copy_out(char *dst, unsigned int size, const char *src)
 {
     if (!dst)
@@ -492,12 +505,10 @@ EXPORT ret_t nvmlDeviceGetUUID(handle_t d, char *uuid, unsigned int length)
 
 EXPORT ret_t nvmlDeviceGetPciInfo_v3(handle_t d, emu_pci_info_t *pci)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, pci, NULL);
 
     if (rc)
         return rc;
-    if (!pci)
-        return EMU_ERROR_INVALID_ARGUMENT;
     *pci = d->pci;
     return EMU_SUCCESS;
 }
@@ -513,26 +524,20 @@ EXPORT ret_t nvmlDeviceGetPciInfo(handle_t d, void *pci)
 
 EXPORT ret_t nvmlDeviceGetMinorNumber(handle_t d, unsigned int *minor)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, minor, is_gpu);
 
     if (rc)
         return rc;
-    if (!minor)
-        return EMU_ERROR_INVALID_ARGUMENT;
-    if (!is_gpu(d))
-        return EMU_ERROR_NOT_SUPPORTED;
     *minor = d->minor;
     return EMU_SUCCESS;
 }
 
 EXPORT ret_t nvmlDeviceGetMemoryInfo(handle_t d, emu_memory_t *memory)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, memory, NULL);
 
     if (rc)
         return rc;
-    if (!memory)
-        return EMU_ERROR_INVALID_ARGUMENT;
     memory->total = d->memory_mib << 20;
     memory->used = 0;
     memory->free = memory->total;
@@ -605,12 +610,10 @@ EXPORT ret_t nvmlDeviceGetMigMode(handle_t d, unsigned int *current, unsigned in
 
 EXPORT ret_t nvmlDeviceIsMigDeviceHandle(handle_t d, unsigned int *is_mig_device)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, is_mig_device, NULL);
 
     if (rc)
         return rc;
-    if (!is_mig_device)
-        return EMU_ERROR_INVALID_ARGUMENT;
     *is_mig_device = is_mig(d) ? 1 : 0;
     return EMU_SUCCESS;
 }
@@ -667,42 +670,30 @@ EXPORT ret_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle_t mig, handle_t
 /* GPU instance j + 1, compute instance 0 (the ids nvidia-smi mig -cgi -C gives the first instances) */
 EXPORT ret_t nvmlDeviceGetGpuInstanceId(handle_t d, unsigned int *id)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, id, is_mig);
 
     if (rc)
         return rc;
-    if (!id)
-        return EMU_ERROR_INVALID_ARGUMENT;
-    if (!is_mig(d))
-        return EMU_ERROR_NOT_SUPPORTED;
     *id = d->index + 1;
     return EMU_SUCCESS;
 }
 
 EXPORT ret_t nvmlDeviceGetComputeInstanceId(handle_t d, unsigned int *id)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, id, is_mig);
 
     if (rc)
         return rc;
-    if (!id)
-        return EMU_ERROR_INVALID_ARGUMENT;
-    if (!is_mig(d))
-        return EMU_ERROR_NOT_SUPPORTED;
     *id = 0;
     return EMU_SUCCESS;
 }
 
 EXPORT ret_t nvmlDeviceGetAttributes_v2(handle_t d, emu_device_attributes_t *attr)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, attr, is_mig);
 
     if (rc)
         return rc;
-    if (!attr)
-        return EMU_ERROR_INVALID_ARGUMENT;
-    if (!is_mig(d))
-        return EMU_ERROR_NOT_SUPPORTED;
     memset(attr, 0, sizeof(*attr));
     attr->multiprocessorCount = 16 * d->mig_slices;
     attr->gpuInstanceSliceCount = attr->computeInstanceSliceCount = d->mig_slices;
@@ -714,12 +705,10 @@ EXPORT ret_t nvmlDeviceGetAttributes_v2(handle_t d, emu_device_attributes_t *att
 
 EXPORT ret_t nvmlDeviceGetSupportedMemoryClocks(handle_t d, unsigned int *count, unsigned int *clocks)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, count, NULL);
 
     if (rc)
         return rc;
-    if (!count)
-        return EMU_ERROR_INVALID_ARGUMENT;
     if (*count < 1 || !clocks) {
         *count = 1;
         return EMU_ERROR_INSUFFICIENT_SIZE;
@@ -754,12 +743,10 @@ EXPORT ret_t nvmlDeviceGetSupportedGraphicsClocks(handle_t d, unsigned int mem_c
 
 EXPORT ret_t nvmlDeviceGetApplicationsClock(handle_t d, emu_clock_type_t type, unsigned int *clock)
 {
-    ret_t rc = check(d);
+    ret_t rc = check_out(d, clock, NULL);
 
     if (rc)
         return rc;
-    if (!clock)
-        return EMU_ERROR_INVALID_ARGUMENT;
     if (type == EMU_CLOCK_MEM)
         *clock = d->app_mem_clock;
     else if (type == EMU_CLOCK_GRAPHICS || type == EMU_CLOCK_SM)
