@@ -13,7 +13,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq "$@"; }
   apt_get update
   apt_get install -y --no-install-recommends slurmctld slurmd slurm-client munge \
-    systemd-container debootstrap dpkg-dev netcat-openbsd >/dev/null
+    systemd-container debootstrap dpkg-dev netcat-openbsd gcc make >/dev/null
+fi
+# Slurm's own gpu_nvml.so for Debian's slurmd, built alone (about 20 s, cached per version), which
+# tests/nvml runs against the NVML emulator. Without it those tests skip, saying why.
+if [ "$(id -u)" = 0 ] && command -v slurmd >/dev/null; then
+  bash scripts/build-nvml-plugin.sh || echo "scripts/build-nvml-plugin.sh failed: tests/nvml's slurmd tests will skip" >&2
 fi
 yamllint --strict .
 ansible-lint --profile production
