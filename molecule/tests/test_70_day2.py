@@ -106,7 +106,7 @@ def test_a_fresh_machine_joins_while_a_job_runs_elsewhere(view: ClusterView, shr
     try:
         # one slurmd at a time: the new node makes every slurmd restart on Slurm 22.05
         output, seconds = _deploy(view, view.inventory_path, "--batch", "1")
-        assert "1 compute host(s) per batch" in output, output[-3000:]
+        assert "1 compute host(s) per wave" in output, output[-3000:]
         after = view.job(job)
         assert (after["JobState"], after["StartTime"]) == ("RUNNING", before["StartTime"]), after
         view.wait_until(f"{added} is idle", lambda: view.node_state(added) == ("idle", "none"), timeout=120)
