@@ -1,14 +1,18 @@
 """roles/slurm_build for real on this machine: Slurm built from source with the NVML plugin.
 
-Slow (a full Debian package build and a tarball build: 17 min on a quiet 2-core machine): runs
-only with CLUSTER_CLI_SLOW_TESTS=1.
-Needs root, apt and the Debian mirror. It installs the plugin package beside Debian's Slurm
-packages; the plugin package and the apt source files are put back as they were afterwards.
+The default Debian mode (plugin: only gpu_nvml.so compiled, packed with dpkg-deb) runs always,
+about a minute; it builds and publishes the package but installs nothing (slurm_build_install
+false). The full Debian package build and the tarball build are slow (17 min on a quiet 2-core
+machine): they run only with CLUSTER_CLI_SLOW_TESTS=1.
+Needs root, apt and the Debian mirror. The full build installs the plugin package beside Debian's
+Slurm packages; the plugin package, the role's build tools and the apt source files are put back
+as they were afterwards.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,21 +21,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from role_runner import ansible_playbook, is_root, run_role
+import yaml
+from role_runner import REPO, ansible_playbook, is_root, run_play, run_role
 
 SLOW = os.environ.get("CLUSTER_CLI_SLOW_TESTS") == "1"
 SOURCES = Path("/etc/apt/sources.list.d")
 SOURCE_FILES = (SOURCES / "cluster-cli-slurm-build.sources", SOURCES / "cluster-cli-slurm-repo.sources")
 PLUGIN_PACKAGE = "slurm-wlm-nvml-plugin"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not SLOW,
-        reason="builds Slurm from source (17 min on a quiet 2-core machine); set CLUSTER_CLI_SLOW_TESTS=1",
-    ),
-    pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
+# The role's build tools (apt-utils for apt-ftparchive, ...): the ones missing here are removed again.
+BUILD_TOOLS = yaml.safe_load((REPO / "roles" / "slurm_build" / "vars" / "main.yml").read_text())[
+    "__slurm_build_tools"
 ]
+
+pytestmark = [pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")]
 
 
 def dpkg_version(package: str) -> str | None:
@@ -57,9 +60,13 @@ def build_host() -> Iterator[None]:
         pytest.skip("Debian's Slurm packages (slurm-wlm-basic-plugins) are not installed here")
     saved = {path: path.read_bytes() if path.exists() else None for path in SOURCE_FILES}
     plugin_before = dpkg_version(PLUGIN_PACKAGE)
+    tools_missing = [tool for tool in BUILD_TOOLS if dpkg_version(tool) is None]
     yield
     if plugin_before is None and dpkg_version(PLUGIN_PACKAGE) is not None:
         apt_get("purge", PLUGIN_PACKAGE)
+    added_tools = [tool for tool in tools_missing if dpkg_version(tool) is not None]
+    if added_tools:
+        apt_get("purge", *added_tools)
     changed = False
     for path, content in saved.items():
         now = path.read_bytes() if path.exists() else None
@@ -122,6 +129,128 @@ def apt_readable_dir() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def deb_fields(deb: Path) -> dict[str, str]:
+    """The control fields of a .deb (``dpkg-deb --field``); continuation lines joined with newlines."""
+    shown = subprocess.run(
+        ["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True
+    ).stdout
+    fields: dict[str, str] = {}
+    name = ""
+    for line in shown.splitlines():
+        if line.startswith((" ", "\t")):
+            fields[name] += "\n" + line.strip()
+        else:
+            name, _, value = line.partition(":")
+            fields[name] = value.strip()
+    return fields
+
+
+def debian_plugin_dir() -> str:
+    """The directory Debian's installed slurm-wlm-basic-plugins puts its plugins in."""
+    listed = subprocess.run(
+        ["dpkg-query", "--listfiles", "slurm-wlm-basic-plugins"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    return next(str(Path(line).parent) for line in listed if line.endswith("/slurm-wlm/gpu_generic.so"))
+
+
+def test_debian_plugin_mode_packs_gpu_nvml_so_without_building_slurm(
+    tmp_path: Path, build_host: None, apt_readable_dir: Path
+) -> None:
+    """The default mode: configure + make of the plugin alone, packed with dpkg-deb; nothing installed."""
+    debian_version = dpkg_version("slurm-wlm-basic-plugins")
+    work, repo = apt_readable_dir / "work", apt_readable_dir / "repo"
+    variables = {
+        "slurm_build_version": debian_version,
+        "slurm_build_work_dir": str(work),
+        "slurm_build_repo_dir": str(repo),
+        "slurm_build_install": False,
+        "slurm_common_pending_dir": str(tmp_path / "pending"),
+    }
+    plugin_before = dpkg_version(PLUGIN_PACKAGE)
+    run = run_role(
+        tmp_path / "first", "slurm_build", extra_vars=variables, hosts=("buildhost",), timeout=1800
+    )
+    assert run.returncode == 0, run.explain()
+    assert f"Building debian Slurm {debian_version} with NVML on buildhost (mode plugin" in run.text
+    # Only the plugin was compiled: the rest of the tree has no objects.
+    tree = work / "src" / "tree"
+    assert (tree / "src" / "plugins" / "gpu" / "nvml" / ".libs" / "gpu_nvml.so").is_file()
+    assert not (tree / "src" / "slurmd" / "slurmd" / "slurmd").exists()
+
+    package_version = f"{debian_version}+nvml1"
+    arch = subprocess.run(
+        ["dpkg", "--print-architecture"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    deb = repo / f"{PLUGIN_PACKAGE}_{package_version}_{arch}.deb"
+    assert sorted(path.name for path in repo.iterdir()) == sorted(
+        [deb.name, "Packages", "Release", "build-info.json"]
+    )
+    fields = deb_fields(deb)
+    assert fields["Package"] == PLUGIN_PACKAGE
+    assert fields["Version"] == package_version
+    assert fields["Architecture"] == arch
+    assert fields["Depends"] == f"slurm-wlm-basic-plugins (= {debian_version})"
+    assert fields["Suggests"] == "libnvidia-ml1 | libnvidia-ml.so.1"
+    assert fields["Maintainer"] == "Debian HPC Team <debian-hpc@lists.debian.org>"
+    assert fields["Source"] == f"slurm-wlm ({debian_version})"
+    assert fields["Description"].startswith("Slurm NVML GPU plugin")
+    assert int(fields["Installed-Size"]) > 0
+
+    plugin_path = f"{debian_plugin_dir()}/gpu_nvml.so"
+    contents = subprocess.run(
+        ["dpkg-deb", "--contents", str(deb)], capture_output=True, text=True, check=True
+    ).stdout
+    files = [line.split()[-1] for line in contents.splitlines() if not line.startswith("d")]
+    assert files == [f".{plugin_path}"], contents
+    assert all(" root/root " in line for line in contents.splitlines()), contents
+    unpacked = tmp_path / "unpacked"
+    subprocess.run(["dpkg-deb", "--extract", str(deb), str(unpacked)], check=True)
+    plugin = unpacked / plugin_path.lstrip("/")
+    dynamic = subprocess.run(
+        ["readelf", "--dynamic", str(plugin)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "[libnvidia-ml.so.1]" in dynamic and "RPATH" not in dynamic and "RUNPATH" not in dynamic
+    sections = subprocess.run(
+        ["readelf", "--sections", str(plugin)], capture_output=True, text=True, check=True
+    ).stdout
+    assert ".symtab" not in sections and ".debug_info" not in sections, "gpu_nvml.so should be stripped"
+    packages = (repo / "Packages").read_text()
+    assert f"Package: {PLUGIN_PACKAGE}\n" in packages and f"Version: {package_version}\n" in packages
+
+    info = json.loads((repo / "build-info.json").read_text())
+    assert info["wanted"]["mode"] == "plugin" and info["wanted"]["package_version"] == package_version
+    assert info["build_time"].startswith("0:")
+
+    # Installable beside Debian's packages as they are: dpkg's dry run only reads its database.
+    dry = subprocess.run(
+        ["dpkg", "--dry-run", "--install", str(deb)], capture_output=True, text=True, check=False
+    )
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dpkg_version(PLUGIN_PACKAGE) == plugin_before, "the test must not install the plugin package"
+    assert not (tmp_path / "pending" / "restart-slurmd").exists()
+
+    again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables, hosts=("buildhost",))
+    assert again.returncode == 0, again.explain()
+    assert "build skipped" in again.text
+    assert again.recap("buildhost")["changed"] == 0
+
+    # build-info.json records the mode: the other mode would build again (check mode: nothing runs).
+    check = run_play(
+        tmp_path / "check",
+        {"name": "role slurm_build", "roles": [{"role": "slurm_build"}]},
+        {"buildhost": {}},
+        variables | {"slurm_build_debian_mode": "full"},
+        options=("--check",),
+    )
+    assert check.returncode == 0, check.explain()
+    assert f"Check mode: Slurm {debian_version} would be built on buildhost" in check.text
+    assert json.loads((repo / "build-info.json").read_text()) == info
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not SLOW, reason="dpkg-buildpackage of all Slurm (10-37 min here); set CLUSTER_CLI_SLOW_TESTS=1"
+)
 def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     tmp_path: Path, build_host: None, apt_readable_dir: Path
 ) -> None:
@@ -130,6 +259,7 @@ def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     fetch, pending = tmp_path / "fetch", tmp_path / "pending"
     variables = {
         "slurm_build_version": debian_version,
+        "slurm_build_debian_mode": "full",
         "slurm_build_work_dir": str(work),
         "slurm_build_repo_dir": str(repo),
         "slurm_build_fetch_dir": str(fetch),
@@ -183,6 +313,10 @@ def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     assert again.recap("buildhost")["changed"] == 0 and again.recap("node2")["changed"] == 0
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not SLOW, reason="configure and make of all Slurm (9 min here); set CLUSTER_CLI_SLOW_TESTS=1"
+)
 def test_tarball_build_checks_the_checksum_and_installs_into_the_prefix(
     tmp_path: Path, build_host: None
 ) -> None:
