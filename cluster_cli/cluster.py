@@ -68,7 +68,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     partitions = resolve_partitions(inventory.partitions, nodes, problems)
     check_topology(inventory.topology, nodes, problems)
     check_overrides(inventory, problems)
-    check_build(inventory.slurm, problems)
+    check_build(inventory, hosts, problems)
     check_configless(inventory, hosts, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)

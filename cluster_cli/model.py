@@ -364,6 +364,15 @@ class SlurmBuild(StrictModel):
         None, description="`tarball`: its SHA-256, checked before building."
     )
     nvml: bool = Field(True, description="Build the gpu/nvml plugin (needs the NVML headers, non-free).")
+    host: Name | None = Field(
+        None,
+        description=(
+            "Host that builds the NVML plugin (`nvml_plugin: build`): an inventory host, or `localhost` for "
+            "the control node (Debian of the cluster's release and architecture, reached as root or with "
+            "sudo); default the primary controller. It needs Debian's source and non-free archives and "
+            "~1.5 GB of build dependencies; the result is cached there and in BUILD_DIR/slurm-build."
+        ),
+    )
 
 
 class Slurm(StrictModel):
@@ -373,7 +382,18 @@ class Slurm(StrictModel):
         "package", description="`package`: distribution packages; `build`: from source, see `build`."
     )
     build: SlurmBuild = Field(
-        default_factory=SlurmBuild, description="How to build Slurm when `install: build`."
+        default_factory=SlurmBuild,
+        description="How the NVML plugin (and Slurm with `install: build`) is built.",
+    )
+    nvml_plugin: Literal["build", "apt"] = Field(
+        "build",
+        description=(
+            "Where the hosts of node groups with `gpus.autodetect: nvml` get Slurm's gpu/nvml plugin "
+            "(`slurm-wlm-nvml-plugin`; Debian's packages have none): `build` makes it once per cluster "
+            "from Debian's source of the Slurm version the cluster runs (see `build`; cached, reused on "
+            "re-deploy), `apt` installs it from the hosts' apt sources (`package_mirror`, e.g. a "
+            "`cluster-cli bundle`, or a site repository). Hosts without such groups never get it."
+        ),
     )
     version: str | None = Field(
         None, description="Pin the distribution package version (e.g. `22.05.8-4+deb12u3`)."

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster
-from cluster_cli.model import PackageMirror
+from cluster_cli.model import Nccl, PackageMirror
+from cluster_cli.render import SLURM_BUILD_DIR
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.secrets_store import ClusterSecrets
 
@@ -50,6 +51,29 @@ def accounted_users(cluster: Cluster) -> list[str]:
     users = list(cluster.inventory.accounting.users)
     test_user = cluster.inventory.training.test_user
     return users if test_user in users else [*users, test_user]
+
+
+def nvml_plugin_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
+    """slurm_build's variables: how the hosts that autodetect their GPUs get the NVML plugin (the
+    play runs only on them, the slurm_nvml group)."""
+    slurm = cluster.inventory.slurm
+    build = slurm.build
+    return {
+        "slurm_build_from": slurm.nvml_plugin,
+        "slurm_build_source": build.source,
+        "slurm_build_nvml": build.nvml,
+        # the Debian version the cluster runs; empty: the build host's slurmd candidate
+        "slurm_build_version": slurm.version or "",
+        "slurm_build_tarball_url": build.tarball_url or "",
+        "slurm_build_tarball_sha256": build.tarball_sha256 or "",
+        "slurm_build_build_host": build.host or cluster.inventory.controllers.primary,
+        "slurm_build_fetch_dir": str(build_dir / SLURM_BUILD_DIR),
+    }
+
+
+def uses_infiniband(nccl: Nccl) -> bool:
+    """NCCL is pointed at InfiniBand adapters and not told to avoid them."""
+    return "NCCL_IB_HCA" in nccl.env and str(nccl.env.get("NCCL_IB_DISABLE", "0")) != "1"
 
 
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
@@ -95,6 +119,10 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmd_pam_adopt_allow": [
             *inventory.node_access.admin_users, *(f"({group})" for group in inventory.node_access.admin_groups)
         ],
+        **nvml_plugin_variables(cluster, build_dir),
+        # nccl (GPU hosts)
+        "nccl_conf_src": str(build_dir / "nccl" / "nccl.conf"),
+        "nccl_infiniband": uses_infiniband(inventory.nccl),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

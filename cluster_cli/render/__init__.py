@@ -46,7 +46,11 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
 
 
 BUILD_MARKER = ".cluster-cli-build"
-_MARKER_TEXT = "cluster-cli made this directory and replaces all of it on every render.\n"
+_MARKER_TEXT = "cluster-cli made this directory and replaces all of it but slurm-build/ on every render.\n"
+#: Subdirectories a render carries over from the previous build: SLURM_BUILD_DIR holds the NVML
+#: plugin package deploy fetched from the build host, reused on the next deploy.
+SLURM_BUILD_DIR = "slurm-build"
+KEPT_DIRS = (SLURM_BUILD_DIR,)
 
 
 class NotABuildDirectory(Exception):
@@ -117,4 +121,12 @@ def _swap_in(staging: Path, directory: Path) -> None:
             previous.rename(directory)
         raise
     if moved_aside:
+        _keep_caches(previous, directory)
         shutil.rmtree(previous, ignore_errors=True)
+
+
+def _keep_caches(previous: Path, directory: Path) -> None:
+    """What deploys left in the build directory to reuse (the NVML plugin package) outlives a render."""
+    for name in KEPT_DIRS:
+        if (previous / name).is_dir() and not (directory / name).exists():
+            (previous / name).rename(directory / name)

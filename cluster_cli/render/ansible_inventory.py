@@ -78,6 +78,18 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
     ]
 
 
+def gpu_variables(host: ManagedHost) -> dict[str, Any]:
+    """The nvidia role's view of a GPU host (its nodes' GPUs together); {} for a host without GPUs."""
+    groups = [node.group.gpus for node in host.slurmd_nodes if node.group.gpus is not None]
+    if not groups:
+        return {}
+    return {
+        "nvidia_gpu_count": sum(gpus.count for gpus in groups),
+        "nvidia_gpu_fake": any(gpus.fake for gpus in groups),
+        "nvidia_nvml_autodetect": any(gpus.autodetect == "nvml" for gpus in groups),
+    }
+
+
 def pam_adopt_node(cluster: Cluster, host: ManagedHost) -> str:
     """The node pam_slurm_adopt adopts SSH logins into on ``host``: only a compute host that runs
     one node and nothing else (users must still log in to login hosts, admins to the others; with
@@ -100,13 +112,19 @@ def inventory_document(cluster: Cluster) -> dict[str, Any]:
     training = {name: None for name, host in cluster.hosts.items() if {"compute", "login"} & host.roles}
     children["training_env"] = {"hosts": training}
     host_vars = {}
+    nvml_hosts: dict[str, None] = {}
     for name, host in cluster.hosts.items():
         variables = _connection_vars(host)
         variables["slurmd_nodes"] = _slurmd_nodes(host, cluster.inventory.slurm.slurmd_port)
+        variables.update(gpu_variables(host))
+        if variables.get("nvidia_nvml_autodetect"):
+            nvml_hosts[name] = None
         adopt_node = pam_adopt_node(cluster, host)
         if adopt_node:
             variables["slurmd_pam_adopt_node"] = adopt_node
         host_vars[name] = variables
+    # the hosts that get Slurm's NVML plugin (playbooks/site.yml's slurm_build play)
+    children["slurm_nvml"] = {"hosts": nvml_hosts}
     return {"all": {"children": {"cluster": {"hosts": host_vars, "children": children}}}}
 
 

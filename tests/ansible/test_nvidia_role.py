@@ -96,7 +96,7 @@ def test_nvml_autodetect_without_the_plugin_fails_with_both_remedies(tmp_path: P
     )
     assert run.returncode != 0, run.explain()
     assert f"gpuhost: gres.conf asks AutoDetect=nvml, but {plugins} has no gpu_nvml.so" in run.text
-    assert "slurm.install: build" in run.text
+    assert "slurm.nvml_plugin" in run.text
     assert "gpus.devices" in run.text
 
 

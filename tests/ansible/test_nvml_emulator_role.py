@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from role_runner import ansible_playbook, is_root, run_role, write_executable
 
+REPO = Path(__file__).resolve().parents[2]
+
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
 GPUS = [
@@ -28,7 +30,7 @@ GPUS = [
 
 def fake_root(tmp_path: Path, ldconfig_output: str = "") -> tuple[Path, dict[str, object]]:
     root = tmp_path / "root"
-    for sub in ("lib", "dev", "etc", "proc/driver"):
+    for sub in ("lib", "dev", "etc", "proc/driver", "usr/bin"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     ldconfig = write_executable(
         tmp_path / "bin" / "ldconfig",
@@ -45,6 +47,7 @@ def fake_root(tmp_path: Path, ldconfig_output: str = "") -> tuple[Path, dict[str
         "__nvml_emulator_proc_driver": str(root / "proc" / "driver" / "nvidia"),
         "__nvml_emulator_dev_dir": str(root / "dev"),
         "__nvml_emulator_ldconfig": str(ldconfig),
+        "__nvml_emulator_smi": str(root / "usr" / "bin" / "nvidia-smi"),
     }
 
 
@@ -54,6 +57,7 @@ def assert_refused(run, root: Path, message: str, planted_library: bool = False)
     assert planted_library or not (root / "lib" / "libnvidia-ml.so.1").exists()
     assert not (root / "lib" / "libnvidia-ml.so").exists()
     assert not (root / "etc" / "nvml-emulator.conf").exists()
+    assert not (root / "usr" / "bin" / "nvidia-smi").exists()
     assert not list((root / "dev").iterdir())
 
 
@@ -124,6 +128,8 @@ def test_installs_on_a_test_host_and_the_library_reports_the_gpus(tmp_path: Path
     assert "[gpu 1]\nname = NVIDIA H100 80GB HBM3\npci_bus_id = 00000000:2A:00.0\nminor = 3\nmig = off\n" in conf
     assert "nvlink_peers = 1,1\n" in conf
     assert (tmp_path / "ldconfig-runs").read_text() == "run\n"
+    smi = root / "usr" / "bin" / "nvidia-smi"
+    assert os.access(smi, os.X_OK) and smi.read_bytes() == (REPO / "roles/nvml_emulator/files/nvidia-smi").read_bytes()
 
     os.environ["CLUSTER_CLI_NVML_EMULATOR_CONF"] = str(root / "etc" / "nvml-emulator.conf")
     try:

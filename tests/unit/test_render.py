@@ -444,7 +444,9 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "slurm_compute",
         "slurm_login",
         "training_env",
+        "slurm_nvml",
     }
+    assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
     hosts = cluster_group["hosts"]
     assert hosts["head"] == {
         "ansible_python_interpreter": "/usr/bin/python3",
@@ -464,9 +466,14 @@ def test_ansible_groups_and_host_variables(monkeypatch):
             {"name": "dev1", "port": 17001, "fake_gpus": [{"path": "/dev/fake0", "minor": 0}]},
             {"name": "dev2", "port": 17002, "fake_gpus": [{"path": "/dev/fake1", "minor": 1}]},
         ],
+        # two nodes of one fake GPU each
+        "nvidia_gpu_count": 2,
+        "nvidia_gpu_fake": True,
+        "nvidia_nvml_autodetect": False,
     }
     assert hosts["gpu3"]["ansible_host"] == "10.0.1.3"
     assert hosts["gpu3"]["slurmd_nodes"] == [{"name": "gpu3", "port": 6818, "fake_gpus": []}]
+    assert (hosts["gpu3"]["nvidia_gpu_count"], hosts["gpu3"]["nvidia_gpu_fake"]) == (2, False)
 
 
 def test_ansible_inventory_without_accounting_has_no_database_host():
@@ -515,7 +522,7 @@ def test_write_files_modes(tmp_path):
     assert mode(target) == 0o700
     assert mode(target / "slurm") == 0o700 and mode(target / "ansible") == 0o700
     assert snapshot(target) == {
-        BUILD_MARKER: ("cluster-cli made this directory and replaces all of it on every render.\n", 0o644),
+        BUILD_MARKER: ("cluster-cli made this directory and replaces all of it but slurm-build/ on every render.\n", 0o644),
         "ansible/inventory.yml": ("inventory one\n", 0o644),
         "slurm/slurm.conf": ("slurm one\n", 0o644),
         "slurm/slurmdbd.conf": ("secret one\n", 0o600),
@@ -549,6 +556,28 @@ def test_a_failure_while_writing_leaves_the_previous_build_intact(tmp_path, monk
     monkeypatch.undo()
     assert snapshot(target) == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["build"]
+
+
+def test_hosts_whose_groups_autodetect_form_the_slurm_nvml_group():
+    text = edit(BASE, "      type: a100\n      devices: /dev/nvidia[0-1]\n", "      type: a100\n      autodetect: nvml\n")
+    document = inventory_document(load(text))
+    cluster_group = document["all"]["children"]["cluster"]
+    assert sorted(cluster_group["children"]["slurm_nvml"]["hosts"]) == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    assert cluster_group["hosts"]["gpu1"]["nvidia_nvml_autodetect"] is True
+    assert cluster_group["hosts"]["box"]["nvidia_nvml_autodetect"] is False
+    assert "nvidia_gpu_count" not in cluster_group["hosts"]["head"], "a host without GPUs keeps the role defaults"
+
+
+def test_write_files_keeps_the_fetched_slurm_build_and_nothing_else_a_deploy_added(tmp_path):
+    target = tmp_path / "build"
+    write_files(target, some_files("one"))
+    (target / "slurm-build").mkdir()
+    (target / "slurm-build" / "build-info.json").write_text("{}\n")
+    (target / "stray").mkdir()
+    write_files(target, some_files("two"))
+    assert (target / "slurm-build" / "build-info.json").read_text() == "{}\n"
+    assert not (target / "stray").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["build"], "no staging or old copies left"
 
 
 def test_a_failure_while_swapping_in_leaves_the_previous_build_intact(tmp_path, monkeypatch):
