@@ -176,6 +176,16 @@ def test_exclusive_mirror_replaces_every_source_and_removing_it_puts_them_back(h
     assert host.deploy().recap()["changed"] == 0
 
 
+def test_an_exclusive_mirror_leaves_cluster_clis_own_sources_alone(host: Host) -> None:
+    # slurm_build's local repository of the NVML plugin: disabling it would make every deploy flap.
+    own = host.parts / "cluster-cli-slurm-repo.sources"
+    own.write_text("Types: deb\nURIs: file:/var/lib/cluster-cli/slurm-repo\nSuites: ./\nTrusted: yes\n")
+    run = host.deploy(common_package_mirror_apt_uri=f"file:{host.repos['mirror']}", common_package_mirror_apt_trusted=True)
+    assert run.returncode == 0, run.explain()
+    assert own.is_file() and not list(host.parts.glob(f"cluster-cli-slurm-repo.sources{SUFFIX}*"))
+    assert (host.parts / f"extra.sources{SUFFIX}").is_file(), "the host's other sources are still disabled"
+
+
 def test_non_exclusive_mirror_is_added_beside_the_sources(host: Host) -> None:
     run = host.deploy(
         common_package_mirror_apt_uri=f"file:{host.repos['mirror']}",

@@ -1,0 +1,81 @@
+"""GPU autodetection on the `gpu` scenario: Slurm's own gpu/nvml plugin, built by the deploy and
+installed on the hosts that autodetect, reads each host's emulated NVML (roles/nvml_emulator).
+
+Skipped in scenarios whose inventory autodetects no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+from conftest import ClusterView
+
+EMULATOR_CONF = "/etc/cluster-cli/nvml-emulator.conf"
+
+
+@pytest.fixture(scope="module")
+def gpu_nodes(view: ClusterView) -> dict[str, tuple[str, int]]:
+    """{node: (type, count)} of every node whose group autodetects."""
+    found = {
+        node.name: (node.group.gpus.type or "", node.group.gpus.count)
+        for node in view.cluster.nodes
+        if node.group.gpus is not None and node.group.gpus.autodetect == "nvml"
+    }
+    if not found:
+        pytest.skip("no node group of this scenario autodetects its GPUs (gpus.autodetect: nvml)")
+    return found
+
+
+def test_slurmd_found_each_hosts_gpus_through_nvml(view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]) -> None:
+    view.wait_nodes_idle()
+    for node, (gpu_type, count) in gpu_nodes.items():
+        shown = view.slurm(f"scontrol show node {node}", view.controller)
+        assert f"Gres=gpu:{gpu_type}:{count}" in shown, shown
+        # What slurmd loads at start: the NVML plugin's answer, one record per GPU.
+        detected = view.run(node, f"slurmd -G -N {node} 2>&1", check=False).stdout
+        assert "GPU NVML plugin loaded" in detected, detected
+        assert f"{count} GPU system device(s) detected" in detected, detected
+        records = re.findall(r"Name=gpu Type=(\S+) .*?File=(/dev/nvidia\d+)", detected)
+        assert sorted(records) == [(gpu_type, f"/dev/nvidia{n}") for n in range(count)], detected
+
+
+def test_only_the_hosts_that_autodetect_get_the_plugin(view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]) -> None:
+    for host in view.cluster.hosts:
+        installed = view.run(host, "dpkg-query -W -f='${Version}' slurm-wlm-nvml-plugin", check=False)
+        if host in gpu_nodes:
+            assert installed.rc == 0 and installed.stdout.endswith("+nvml1"), installed.stdout + installed.stderr
+        else:
+            assert installed.rc != 0, f"{host} has slurm-wlm-nvml-plugin {installed.stdout}"
+
+
+def test_a_redeploy_reuses_the_built_plugin(view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]) -> None:
+    info_path = view.build_dir / "slurm-build" / "build-info.json"
+    before = json.loads(info_path.read_text())
+    view.deploy()
+    after = json.loads(info_path.read_text())
+    assert after == before, "the package was built again"
+    print(f"FIGURE nvml plugin package: built in {before.get('build_time')} ({before.get('wanted', {}).get('mode')} mode)")
+
+
+def test_a_host_whose_nvml_shows_fewer_gpus_fails_the_deploy_by_name(
+    view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]
+) -> None:
+    node, (_, count) = max(gpu_nodes.items(), key=lambda item: item[0])
+    conf = view.run(node, f"cat {EMULATOR_CONF}").stdout
+    fewer = conf.split(f"[gpu {count - 1}]")[0]  # every GPU but the last
+    view.run(node, f"cp {EMULATOR_CONF} {EMULATOR_CONF}.full && printf %s {shlex.quote(fewer)} > {EMULATOR_CONF}")
+    try:
+        view.run(node, f"systemctl restart slurmd@{node}")
+        view.wait_until(f"{node} is drained", lambda: "drain" in view.node_state(node)[0], 60)
+        failed = view.cli("deploy", "--full", "--build-dir", str(view.build_dir), str(view.inventory_path), check=False)
+        text = failed.stdout + failed.stderr
+        assert failed.returncode != 0, text[-3000:]
+        assert node in text and f"({count - 1} < {count})" in text, text[-3000:]
+    finally:
+        view.run(node, f"mv {EMULATOR_CONF}.full {EMULATOR_CONF} && systemctl restart slurmd@{node}")
+    # The operator's part once the GPU is back: resume the node Slurm drained.
+    view.run(view.controller, f"scontrol update nodename={node} state=resume", check=False)
+    view.wait_nodes_idle()
