@@ -14,7 +14,7 @@ import yaml
 from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
 from testbed.host import TESTBED_MARKER, CgroupUnitFailed, HostFiles, Running, _write_identity, nspawn_argv
-from testbed.mirror import apt_options, resolve_closure
+from testbed.mirror import AptRepoError, apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
 from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
@@ -276,9 +276,9 @@ def test_resolve_closure_reads_apt_cache_output(monkeypatch: pytest.MonkeyPatch)
     class CP:
         stdout = out
 
-    monkeypatch.setattr("testbed.mirror.run", lambda *a, **k: CP())
+    monkeypatch.setattr("cluster_cli.apt_repo.run", lambda *a, **k: CP())
     assert resolve_closure([], ["slurmd"]) == ["libc6", "libgcc-s1", "mawk", "python3", "slurmd"]
-    with pytest.raises(TestbedError, match="not found"):
+    with pytest.raises(AptRepoError, match="not found"):
         resolve_closure([], ["nosuch"])
 
 
