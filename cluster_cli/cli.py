@@ -137,9 +137,11 @@ def render(inventory: Path, output: Path | None) -> None:
 @click.option("--nvml-plugin-deb", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="A slurm-wlm-nvml-plugin .deb built before, instead of building it here.")
 @click.option("--infiniband", is_flag=True, help="Add the RDMA packages of roles/nccl (nccl_infiniband).")
+@click.option("--control-node", is_flag=True,
+              help="Add wheels of cluster-cli and ansible-core for a control node with no network (gpu-proof.sh).")
 @click.option("--packages", help="Comma-separated Debian packages instead of the cluster's (a small test bundle).")
 def bundle(inventory: Path, output: Path, release: str, no_wheels: bool, nvml_plugin_deb: Path | None,
-           infiniband: bool, packages: str | None) -> None:
+           infiniband: bool, control_node: bool, packages: str | None) -> None:
     """Pack what an air-gapped install needs: an apt repository (with the NVML plugin when a group
     uses autodetect: nvml), wheels, the rendered files (no secrets) and bundle.json."""
     from cluster_cli.bundle.make import BundleOptions, make_bundle
@@ -147,6 +149,7 @@ def bundle(inventory: Path, output: Path, release: str, no_wheels: bool, nvml_pl
     cluster = load_cluster(inventory)
     options = BundleOptions(
         release=release, wheels=not no_wheels, nvml_plugin_deb=nvml_plugin_deb, infiniband=infiniband,
+        control_node=control_node,
         packages=[name for name in packages.split(",") if name] if packages else None,
     )
     made = make_bundle(cluster, output, options)

@@ -2,6 +2,7 @@
 
     DIR/apt/Packages, Packages.gz, pool/*.deb   a flat apt repository (package_mirror.apt)
     DIR/wheels/*.whl                            the training environment's wheels (package_mirror.pip)
+    DIR/control/*.whl                           --control-node: cluster-cli and its dependencies (ansible-core)
     DIR/rendered/...                            the files `cluster-cli render` writes, secrets left out
     DIR/bundle.json                             what was asked and resolved, every file's size and sha256
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,11 +38,13 @@ from cluster_cli.apt_repo import (
     pip_download,
     release_sources,
     resolve_closure,
+    run,
 )
 from cluster_cli.bundle import nvml_plugin
 from cluster_cli.bundle.packages import debian_packages, needs_nvml_plugin, pip_requirements
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import RefusedError
+from cluster_cli.paths import project_root
 from cluster_cli.render import RenderedFile, render_configs, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 
@@ -54,6 +59,7 @@ class BundleOptions:
     wheels: bool = True
     nvml_plugin_deb: Path | None = None
     infiniband: bool = False
+    control_node: bool = False
     # tests and small bundles: these instead of what the cluster installs
     packages: list[str] | None = None
     requirements: list[str] | None = None
@@ -131,6 +137,9 @@ def _fill(cluster: Cluster, staging: Path, out: Path, options: BundleOptions, pl
         requirements = options.requirements if options.requirements is not None else pip_requirements(cluster)
         with _timed(timings, "wheels"):
             _wheels(staging / "wheels", requirements, options.release)
+    if options.control_node:
+        with _timed(timings, "control_node"):
+            _control_node_wheels(staging / "control", options.release)
     with _timed(timings, "rendered"):
         _rendered(cluster, staging / "rendered")
     timings["total"] = round(time.monotonic() - started, 1)
@@ -191,6 +200,24 @@ def _wheels(wheels: Path, requirements: list[str], release: str) -> None:
     wheels.mkdir(parents=True, exist_ok=True)
     if requirements:
         pip_download(wheels, requirements, [], PYTHON_VERSION[release])
+
+
+def control_node_requirements() -> list[str]:
+    """cluster-cli's own dependencies (no extras), as the installed package declares them."""
+    declared = importlib.metadata.requires("cluster-cli") or []
+    return [requirement for requirement in declared if ";" not in requirement]
+
+
+def _control_node_wheels(control: Path, release: str) -> None:
+    """A wheel of this cluster-cli and the wheels of its dependencies, for a control node with no
+    network (scripts/gpu-proof.sh installs them with pip --no-index)."""
+    root = project_root()
+    if root is None or not (root / "pyproject.toml").is_file():
+        raise RefusedError("--control-node needs cluster-cli's source checkout (its pyproject.toml) to build its wheel")
+    control.mkdir(parents=True)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(control),
+         str(root)], timeout=600)  # fmt: skip
+    pip_download(control, control_node_requirements(), [], PYTHON_VERSION[release])
 
 
 def _rendered(cluster: Cluster, directory: Path) -> None:

@@ -329,3 +329,18 @@ def test_a_real_bundle_from_the_archive_is_a_repository_apt_installs_from(tmp_pa
         capture_output=True, text=True, check=True,
     ).stdout
     assert "Inst hello" in simulated and "Inst libc6" in simulated, simulated
+
+
+@needs_dpkg
+def test_control_node_wheels_are_this_cluster_cli_and_its_dependencies(tmp_path, offline_apt, monkeypatch):
+    commands: list[list[str]] = []
+    downloads: list[tuple[Path, list[str], str]] = []
+    monkeypatch.setattr(make, "run", lambda argv, **kw: commands.append(argv))
+    monkeypatch.setattr(make, "pip_download", lambda d, reqs, links, version: downloads.append((d, reqs, version)))
+    out = tmp_path / "b"
+    made = make_bundle(load_cluster(SHIPPED_INVENTORIES["minimal"]), out, offline_options(control_node=True))
+    assert commands[0][-1] == str(REPO) and "--no-deps" in commands[0]
+    (directory, requirements, version), = downloads
+    assert directory.name == "control" and version == "3.11"
+    assert any(r.startswith("ansible-core") for r in requirements) and not any("torch" in r for r in requirements)
+    assert "control_node" in made.manifest["timings_s"]
