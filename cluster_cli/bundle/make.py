@@ -113,10 +113,14 @@ def _summary(out: Path, cluster: Cluster, options: BundleOptions, manifest: dict
     assert isinstance(resolved, list) and isinstance(requirements, list)
     plugin = f" + {manifest['nvml_plugin']}" if manifest["nvml_plugin"] else ""
     size = int(str(manifest["total_bytes"])) / 1e6
-    return (
+    line = (
         f"bundle {out}: cluster '{cluster.name}', Debian {options.release}, {len(resolved)} packages{plugin}, "
         f"{len(requirements)} wheel requirements, {size:.1f} MB"
     )
+    # slurm.nvml_plugin is being added to the model: read it where it exists
+    if plugin and getattr(cluster.inventory.slurm, "nvml_plugin", "apt") != "apt":
+        line += "\nnote: set slurm.nvml_plugin: apt so the hosts install the plugin from the bundle"
+    return line
 
 
 def _fill(cluster: Cluster, staging: Path, out: Path, options: BundleOptions, plugin_wanted: bool) -> dict[str, object]:
@@ -191,7 +195,7 @@ def _add_plugin(cluster: Cluster, pool: Path, options: BundleOptions) -> str:
         version = cluster.inventory.slurm.version or slurm_version_in(pool)
         if not version:
             raise RefusedError("the NVML plugin needs slurmd's version: set slurm.version or bundle slurmd")
-        deb = nvml_plugin.build(version, pool.parent.parent)
+        deb = nvml_plugin.build(version, options.cache_dir)
     shutil.copy2(deb, pool / deb.name)
     return deb.name
 

@@ -61,7 +61,9 @@ def build_variables(version: str, repo_dir: Path = REPO_DIR) -> dict[str, object
 
 
 def build(version: str, work: Path, repo_dir: Path = REPO_DIR) -> Path:
-    """Run playbooks/build_nvml_plugin.yml on this machine; the package it made (or found)."""
+    """Run playbooks/build_nvml_plugin.yml on this machine; the package it made (or found). Its log
+    goes to ``work``/nvml-build.log (not into the bundle)."""
+    work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as scratch:
         variables = Path(scratch) / "vars.yml"
         variables.write_text(yaml.safe_dump(build_variables(version, repo_dir)))
