@@ -75,6 +75,9 @@ check_prerequisites() {
   if [[ ! -f "$BUNDLE/bundle.json" || ! -f "$BUNDLE/apt/Packages" ]]; then
     problems+=("$BUNDLE is not a bundle (no bundle.json or apt/Packages): make one with cluster-cli bundle")
   fi
+  if ! compgen -G "$BUNDLE/wheels/torch-*.whl" >/dev/null; then
+    problems+=("$BUNDLE/wheels has no torch wheel (made with --no-wheels?): the training checks need it")
+  fi
   if [[ $(id -u) -ne 0 ]]; then
     problems+=("must run as root (it installs packages and deploys Slurm on this machine)")
   fi

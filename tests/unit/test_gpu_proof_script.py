@@ -75,6 +75,7 @@ def test_it_stops_naming_the_missing_nvidia_smi_and_changes_nothing(tmp_path, bu
 def test_it_names_a_directory_that_is_not_a_bundle_and_a_release_mismatch(tmp_path, bundle, path_without_nvidia_smi):
     result = run_script(str(tmp_path / "nothing"), str(tmp_path / "out"), path=path_without_nvidia_smi)
     assert result.returncode == 1 and "is not a bundle" in result.stderr
+    assert "has no torch wheel (made with --no-wheels?)" in result.stderr
     (bundle / "bundle.json").write_text(json.dumps({"release": "sid"}))
     result = run_script(str(bundle), str(tmp_path / "out"), path=path_without_nvidia_smi)
     assert "release mismatch: the bundle is for Debian sid" in result.stderr
