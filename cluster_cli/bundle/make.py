@@ -242,7 +242,7 @@ def _manifest(
     requirements: list[str],
     timings: dict[str, float],
 ) -> dict[str, object]:
-    files = [_file_entry(staging, path) for path in sorted(staging.rglob("*")) if path.is_file()]
+    paths = [path for path in sorted(staging.rglob("*")) if path.is_file()]
     return {
         "bundle": 1,
         "cluster": cluster.name,
@@ -256,8 +256,8 @@ def _manifest(
         "nvml_plugin": plugin,
         "requirements": requirements,
         "package_mirror": package_mirror_for(HOST_PATH, bool(requirements)),
-        "files": files,
-        "total_bytes": sum(int(entry["size"]) for entry in files),
+        "files": [_file_entry(staging, path) for path in paths],
+        "total_bytes": sum(path.stat().st_size for path in paths),
         "timings_s": timings,
     }
 

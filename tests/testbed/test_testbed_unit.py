@@ -311,7 +311,7 @@ def test_no_shell_and_no_sys_exit_outside_main() -> None:
 
 def test_the_mirror_uses_the_products_repository_code_not_a_copy() -> None:
     import cluster_cli.apt_repo as product
-    import testbed.mirror as mirror
+    from testbed import mirror
 
     for name in ("apt_options", "release_sources", "make_apt_root", "resolve_closure", "download", "index",
                  "pip_download"):

@@ -51,7 +51,7 @@ def run_script(*args: str, path: str | None = None) -> subprocess.CompletedProce
     env = dict(os.environ, PATH=path or os.environ["PATH"])
     bash = shutil.which("bash")
     assert bash
-    return subprocess.run([bash, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run([bash, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
 def test_syntax_and_shellcheck():
