@@ -130,6 +130,7 @@ def _fill(cluster: Cluster, staging: Path, out: Path, options: BundleOptions, pl
     _reuse_pool(out, staging / "apt" / "pool")
     with _timed(timings, "apt"):
         resolved = _apt_packages(staging / "apt", sorted(set(asked)), options)
+    check_slurm_pin(cluster, staging / "apt" / "pool")
     plugin = None
     if plugin_wanted:
         with _timed(timings, "nvml_plugin"):
@@ -186,6 +187,17 @@ def slurm_version_in(pool: Path) -> str:
     """The Debian version of the slurmd package in the pool ('' when there is none)."""
     found = sorted(pool.glob(f"slurmd_*_{ARCH}.deb"))
     return found[-1].name.split("_")[1].replace("%3a", ":") if found else ""
+
+
+def check_slurm_pin(cluster: Cluster, pool: Path) -> None:
+    """The roles install slurm.version exactly; the bundle holds the archive's candidate. Refuse a
+    bundle whose Slurm is not the pinned one rather than one the hosts cannot install from."""
+    pinned, bundled = cluster.inventory.slurm.version, slurm_version_in(pool)
+    if pinned and bundled and pinned != bundled:
+        raise RefusedError(
+            f"slurm.version is {pinned} but the archive's slurmd is {bundled}: the bundle holds only the "
+            "archive's current version; pin that one or remove the pin"
+        )
 
 
 def _add_plugin(cluster: Cluster, pool: Path, options: BundleOptions) -> str:

@@ -344,3 +344,15 @@ def test_control_node_wheels_are_this_cluster_cli_and_its_dependencies(tmp_path,
     assert directory.name == "control" and version == "3.11"
     assert any(r.startswith("ansible-core") for r in requirements) and not any("torch" in r for r in requirements)
     assert "control_node" in made.manifest["timings_s"]
+
+
+@needs_dpkg
+def test_a_slurm_pin_the_archive_does_not_have_is_refused(tmp_path, offline_apt):
+    text = SHIPPED_INVENTORIES["minimal"].read_text() + "\nslurm:\n  version: 22.05.8-4+deb12u2\n"
+    inventory = tmp_path / "pinned.yaml"
+    inventory.write_text(text)
+    with pytest.raises(RefusedError, match="slurm.version is 22.05.8-4[+]deb12u2 but the archive's slurmd is"):
+        make_bundle(load_cluster(inventory), tmp_path / "b", offline_options(packages=["slurmd"]))
+    assert not (tmp_path / "b").exists()
+    inventory.write_text(text.replace("deb12u2", "deb12u3"))
+    make_bundle(load_cluster(inventory), tmp_path / "b", offline_options(packages=["slurmd"]))
