@@ -4,6 +4,7 @@
     DIR/wheels/*.whl                            the training environment's wheels (package_mirror.pip)
     DIR/control/*.whl                           --control-node: cluster-cli and its dependencies (ansible-core)
     DIR/rendered/...                            the files `cluster-cli render` writes, secrets left out
+    DIR/gpu-proof.sh                            scripts/gpu-proof.sh, to run on the GPU machine
     DIR/bundle.json                             what was asked and resolved, every file's size and sha256
 
 It is written into a temporary directory beside DIR and renamed over it at the end, so a failure
@@ -51,6 +52,7 @@ from cluster_cli.render.ansible_inventory import render_ansible_inventory
 MANIFEST = "bundle.json"
 #: Where a bundle is meant to be on the hosts (docs/gpu-validation.md; the gpu-single example).
 HOST_PATH = "/srv/cluster-bundle"
+PROOF_SCRIPT = "gpu-proof.sh"
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ def _fill(cluster: Cluster, staging: Path, out: Path, options: BundleOptions, pl
             _control_node_wheels(staging / "control", options.release)
     with _timed(timings, "rendered"):
         _rendered(cluster, staging / "rendered")
+    _proof_script(staging)
     timings["total"] = round(time.monotonic() - started, 1)
     manifest = _manifest(cluster, staging, options, asked, resolved, plugin, requirements, timings)
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -234,6 +237,14 @@ def _control_node_wheels(control: Path, release: str) -> None:
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(control),
          str(root)], timeout=600)  # fmt: skip
     pip_download(control, control_node_requirements(), [], PYTHON_VERSION[release])
+
+
+def _proof_script(staging: Path) -> None:
+    """scripts/gpu-proof.sh travels with the bundle (a source checkout has it; a wheel does not)."""
+    root = project_root()
+    script = root / "scripts" / PROOF_SCRIPT if root is not None else None
+    if script is not None and script.is_file():
+        shutil.copy2(script, staging / PROOF_SCRIPT)
 
 
 def _rendered(cluster: Cluster, directory: Path) -> None:

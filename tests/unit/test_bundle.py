@@ -142,6 +142,8 @@ def test_bundle_manifest_lists_every_file_with_its_size_and_sha256(tmp_path, off
     assert set(manifest["timings_s"]) >= {"apt", "index", "rendered", "total"}
     assert "rendered/slurm/slurm.conf" in on_disk and "rendered/ansible/inventory.yml" in on_disk
     assert manifest["package_mirror"] == package_mirror_for("/srv/cluster-bundle", False)
+    assert (out / "gpu-proof.sh").read_bytes() == (REPO / "scripts" / "gpu-proof.sh").read_bytes()
+    assert os.access(out / "gpu-proof.sh", os.X_OK)
 
 
 def test_package_mirror_section_is_valid_for_the_inventory():
