@@ -127,6 +127,36 @@ def render(inventory: Path, output: Path | None) -> None:
         click.echo(f"wrote {bundle.directory / item.path}{note}")
 
 
+@main.command()
+@inventory_argument
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The bundle directory (new, empty, or an earlier bundle, which is replaced).")
+@click.option("--release", type=click.Choice(["bookworm", "trixie"]), default="bookworm", show_default=True,
+              help="The hosts' Debian release.")
+@click.option("--no-wheels", is_flag=True, help="Leave out the training environment's wheels (several GB with torch).")
+@click.option("--nvml-plugin-deb", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A slurm-wlm-nvml-plugin .deb built before, instead of building it here.")
+@click.option("--infiniband", is_flag=True, help="Add the RDMA packages of roles/nccl (nccl_infiniband).")
+@click.option("--control-node", is_flag=True,
+              help="Add wheels of cluster-cli and ansible-core for a control node with no network (gpu-proof.sh).")
+@click.option("--packages", help="Comma-separated Debian packages instead of the cluster's (a small test bundle).")
+def bundle(inventory: Path, output: Path, release: str, no_wheels: bool, nvml_plugin_deb: Path | None,
+           infiniband: bool, control_node: bool, packages: str | None) -> None:
+    """Pack what an air-gapped install needs: an apt repository (with the NVML plugin when a group
+    uses autodetect: nvml), wheels, the rendered files (no secrets) and bundle.json."""
+    from cluster_cli.bundle.make import BundleOptions, make_bundle
+    from cluster_cli.loader import load_cluster
+    cluster = load_cluster(inventory)
+    options = BundleOptions(
+        release=release, wheels=not no_wheels, nvml_plugin_deb=nvml_plugin_deb, infiniband=infiniband,
+        control_node=control_node,
+        packages=[name for name in packages.split(",") if name] if packages else None,
+    )
+    made = make_bundle(cluster, output, options)
+    click.echo(made.summary)
+    click.echo("copy it to every host and set package_mirror (docs/gpu-validation.md).")
+
+
 rotate_option = click.option(
     "--rotate-secrets", is_flag=True,
     help="Make a new munge key and database password (the old kept 0600 beside them) and take them to "

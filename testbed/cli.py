@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .core import APT_SOURCES, DEFAULT_CACHE_DIR, DEFAULT_SUBNET, Testbed, TestbedConfig
-from .mirror import DEFAULT_MIRROR_PACKAGES, build_mirror, default_mirror_dir
+from .mirror import DEFAULT_MIRROR_PACKAGES, AptRepoError, build_mirror, default_mirror_dir
 from .overlay import build_overlay
 from .proc import TestbedError
 from .rootfs import COPY_MODES, RELEASES
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="testbed: %(message)s")
     try:
         return _dispatch(args)
-    except TestbedError as exc:
+    except (TestbedError, AptRepoError) as exc:
         print(f"testbed: error: {exc}", file=sys.stderr)
         if args.cmd in ("up", "restart"):
             print("testbed: what was made is recorded in the run dir; "

@@ -14,7 +14,7 @@ import yaml
 from testbed import Testbed, TestbedConfig, TestbedError
 from testbed.cli import build_parser, parse_shared
 from testbed.host import TESTBED_MARKER, CgroupUnitFailed, HostFiles, Running, _write_identity, nspawn_argv
-from testbed.mirror import apt_options, resolve_closure
+from testbed.mirror import AptRepoError, apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
 from testbed.rootfs import base_key
 from testbed.ssh import SshHost, ansible_inventory, common_args, proxy_command
@@ -276,9 +276,9 @@ def test_resolve_closure_reads_apt_cache_output(monkeypatch: pytest.MonkeyPatch)
     class CP:
         stdout = out
 
-    monkeypatch.setattr("testbed.mirror.run", lambda *a, **k: CP())
+    monkeypatch.setattr("cluster_cli.apt_repo.run", lambda *a, **k: CP())
     assert resolve_closure([], ["slurmd"]) == ["libc6", "libgcc-s1", "mawk", "python3", "slurmd"]
-    with pytest.raises(TestbedError, match="not found"):
+    with pytest.raises(AptRepoError, match="not found"):
         resolve_closure([], ["nosuch"])
 
 
@@ -307,3 +307,12 @@ def test_no_shell_and_no_sys_exit_outside_main() -> None:
                     and node.attr == "exit" and isinstance(node.value, ast.Name)
                     and node.value.id == "sys"):
                 pytest.fail(f"{f.name}: sys.exit outside __main__")
+
+
+def test_the_mirror_uses_the_products_repository_code_not_a_copy() -> None:
+    import cluster_cli.apt_repo as product
+    from testbed import mirror
+
+    for name in ("apt_options", "release_sources", "make_apt_root", "resolve_closure", "download", "index",
+                 "pip_download"):
+        assert getattr(mirror, name) is getattr(product, name), name
