@@ -119,8 +119,7 @@ def _summary(out: Path, cluster: Cluster, options: BundleOptions, manifest: dict
         f"bundle {out}: cluster '{cluster.name}', Debian {options.release}, {len(resolved)} packages{plugin}, "
         f"{len(requirements)} wheel requirements, {size:.1f} MB"
     )
-    # slurm.nvml_plugin is being added to the model: read it where it exists
-    if plugin and getattr(cluster.inventory.slurm, "nvml_plugin", "apt") != "apt":
+    if plugin and cluster.inventory.slurm.nvml_plugin != "apt":
         line += "\nnote: set slurm.nvml_plugin: apt so the hosts install the plugin from the bundle"
     return line
 
