@@ -358,3 +358,80 @@ def test_tarball_build_checks_the_checksum_and_installs_into_the_prefix(
     again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables)
     assert again.returncode == 0, again.explain()
     assert "build skipped" in again.text and again.recap("gpuhost")["changed"] == 0
+
+
+def _stand_in_plugin_repo(work: Path, basic_version: str, with_plugin: bool) -> Path:
+    """A flat apt repository with a slurm-wlm-nvml-plugin package of the installed Slurm version,
+    as a mirror or a cluster-cli bundle serves it (its gpu_nvml.so is a stand-in file: what is
+    tested is how the role gets and checks the package, not the plugin)."""
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+    multiarch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+    tree = work / "tree"
+    (tree / "DEBIAN").mkdir(parents=True)
+    files = tree / "usr" / "lib" / multiarch / "slurm-wlm"
+    files.mkdir(parents=True)
+    (files / ("gpu_nvml.so" if with_plugin else "README.stand-in")).write_text("stand-in\n")
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {PLUGIN_PACKAGE}\nVersion: {basic_version}+nvml1\nArchitecture: {arch}\n"
+        f"Maintainer: cluster-cli tests <root@localhost>\nDepends: slurm-wlm-basic-plugins (= {basic_version})\n"
+        "Description: stand-in of the NVML plugin package\n"
+    )
+    repo = work / "repo"
+    repo.mkdir()
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree), str(repo / "plugin.deb")],
+                   check=True, capture_output=True)
+    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout
+    (repo / "Packages").write_text(packages)
+    repo.chmod(0o755)
+    return repo
+
+
+@pytest.fixture
+def apt_source(build_host: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A world-readable directory for the stand-in repository (apt reads it as _apt) and its
+    source file, removed afterwards with the package (build_host's clean-up)."""
+    if shutil.which("dpkg-scanpackages") is None:
+        pytest.skip("dpkg-scanpackages (dpkg-dev) is not installed")
+    work = Path(tempfile.mkdtemp(prefix="slurm-build-apt.", dir="/var/tmp"))
+    work.chmod(0o755)
+    source = SOURCES / "cluster-cli-test-nvml-plugin.sources"
+    yield work
+    source.unlink(missing_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    apt_get("update")
+
+
+def _serve(work: Path, with_plugin: bool) -> None:
+    repo = _stand_in_plugin_repo(work, dpkg_version("slurm-wlm-basic-plugins") or "", with_plugin)
+    (SOURCES / "cluster-cli-test-nvml-plugin.sources").write_text(
+        f"Types: deb\nURIs: file:{repo}\nSuites: ./\nTrusted: yes\n"
+    )
+    apt_get("update")
+
+
+def test_from_apt_installs_the_package_from_the_hosts_sources_builds_nothing(apt_source: Path, tmp_path: Path) -> None:
+    _serve(apt_source / "good", with_plugin=True)
+    pending = tmp_path / "pending"
+    sources_before = {path: path.read_bytes() if path.exists() else None for path in SOURCE_FILES}
+    variables = {"slurm_build_from": "apt", "slurm_common_pending_dir": str(pending),
+                 "slurm_build_work_dir": str(tmp_path / "work"), "slurm_build_repo_dir": str(tmp_path / "repo")}
+    run = run_role(tmp_path / "first", "slurm_build", extra_vars=variables, timeout=900)
+    assert run.returncode == 0, run.explain()
+    assert dpkg_version(PLUGIN_PACKAGE) == f"{dpkg_version('slurm-wlm-basic-plugins')}+nvml1"
+    assert (pending / "restart-slurmd").is_file(), "slurmd must restart to load the new plugin"
+    assert not (tmp_path / "work").exists() and not (tmp_path / "repo").exists(), "nothing built or served"
+    assert {path: path.read_bytes() if path.exists() else None for path in SOURCE_FILES} == sources_before, (
+        "no source archive or local repository added"
+    )
+    again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables, timeout=900)
+    assert again.returncode == 0 and again.recap("gpuhost")["changed"] == 0, again.explain()
+
+
+def test_from_apt_refuses_a_package_without_the_plugin(apt_source: Path, tmp_path: Path) -> None:
+    _serve(apt_source / "empty", with_plugin=False)
+    variables = {"slurm_build_from": "apt", "slurm_common_pending_dir": str(tmp_path / "pending")}
+    run = run_role(tmp_path, "slurm_build", extra_vars=variables, timeout=900)
+    assert run.returncode != 0, run.explain()
+    assert f"gpuhost: the package {PLUGIN_PACKAGE} from this host's apt sources holds no gpu_nvml.so" in run.text
