@@ -15,12 +15,21 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _whole_roles(play: dict) -> list[str]:
+    """The roles a play applies whole, in its order: pre_tasks' include_role, roles, tasks'
+    include_role (an include with tasks_from runs one entry point, not the role)."""
+    def included(tasks: list[dict]) -> list[str]:
+        return [task["ansible.builtin.include_role"]["name"] for task in tasks
+                if "tasks_from" not in task.get("ansible.builtin.include_role", {"tasks_from": None})]
+    roles = [entry if isinstance(entry, str) else entry["role"] for entry in play.get("roles", [])]
+    return included(play.get("pre_tasks", [])) + roles + included(play.get("tasks", []))
+
+
 def deploy_roles() -> tuple[str, ...]:
     """The roles playbooks/site.yml applies, in the order its plays first name them."""
     roles: list[str] = []
     for play in yaml.safe_load((REPO / "playbooks" / "site.yml").read_text()):
-        for entry in play.get("roles", []):
-            name = entry if isinstance(entry, str) else entry["role"]
+        for name in _whole_roles(play):
             if name not in roles:
                 roles.append(name)
     return tuple(roles)
@@ -47,7 +56,10 @@ def rows() -> list[str]:
         defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {}
         options = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
         for name in defaults:
-            meaning = " ".join(str(options[name]["description"]).split()).replace("|", "\\|")
+            description = options[name]["description"]
+            if isinstance(description, list):
+                description = " ".join(description)
+            meaning = " ".join(str(description).split()).replace("|", "\\|")
             lines.append(f"| {role} | `{name}` | {cell(defaults[name])} | {meaning} |")
     return lines
 
