@@ -293,10 +293,8 @@ def memlock_limits(results: list[dict[str, Any]]) -> list[dict[str, str]]:
 def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
     """The GPUs of ``nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,persistence_mode
     --format=csv,noheader`` lines: [{index (Jinja's int), name, driver_version, bus_id,
-    persistence_mode}]. Lines with fewer than five ", "-separated fields are skipped.
-
-        __nvidia_parsed: >-
-          {{ (__nvidia_smi.stdout_lines | default([]) | nvidia_smi_gpus) if __nvidia_smi.rc | default(1) == 0 else [] }}
+    persistence_mode}]. Lines with fewer than five ", "-separated fields are skipped. Used by
+    nvidia_probe (not a filter of its own).
     """
     gpus = []
     for line in lines:
@@ -312,14 +310,74 @@ def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
     return gpus
 
 
-def service_states(names: list[str], services: dict[str, Any]) -> list[str]:
+_NVIDIA_PROBE_SECTION = re.compile(r"^== (\S+)$")
+
+
+def nvidia_probe(stdout: str, stderr: str = "") -> dict[str, Any]:
+    """The state of the NVIDIA driver from the one probe of roles/nvidia (tasks/detect.yml): "KEY
+    VALUE" lines (smi: nvidia-smi's exit status, or "-" where it is not installed; module: yes/no,
+    /proc/driver/nvidia/version exists; nvswitches: a count; nvml_plugin: yes/no/-), then the
+    sections "== nvidia-smi" (its stdout) and "== ldconfig" (``ldconfig -p``, where asked; only
+    the lines naming libnvidia-ml are kept). ``stderr`` is nvidia-smi's.
+
+    Returns {gpus (nvidia_smi_gpus), driver_version ('' without GPUs), driver_ok, driver_problem
+    (why it does not work; meaningful only when not driver_ok), nvswitches (int), nvml_plugin
+    (bool), ldconfig (text)}.
+
+        __nvidia_state: "{{ __nvidia_probe.stdout | nvidia_probe(__nvidia_probe.stderr | default('')) }}"
+    """
+    keys: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        header = _NVIDIA_PROBE_SECTION.match(line)
+        if header:
+            current = sections.setdefault(header.group(1), [])
+        elif current is not None:
+            current.append(line)
+        else:
+            key, _, value = line.strip().partition(" ")
+            if key:
+                keys[key] = value.strip()
+    smi = keys.get("smi", "-")
+    installed = smi not in ("", "-")
+    rc = _jinja_int(smi, 1) if installed else 1
+    smi_lines = sections.get("nvidia-smi", [])
+    gpus = nvidia_smi_gpus(smi_lines) if installed and rc == 0 else []
+    if not installed:
+        problem = "nvidia-smi is not installed"
+    elif rc == 0:
+        problem = "nvidia-smi lists no GPU"
+    else:
+        said = [text.strip() for text in smi_lines + stderr.splitlines() if text.strip()]
+        problem = f"nvidia-smi exited {smi}: {said[0] if said else ''}"
+    if keys.get("module") != "yes":
+        problem += "; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"
+    return {
+        "gpus": gpus,
+        "driver_version": gpus[0]["driver_version"] if gpus else "",
+        "driver_ok": bool(gpus),
+        "driver_problem": problem,
+        "nvswitches": _jinja_int(keys.get("nvswitches", "0")),
+        "nvml_plugin": keys.get("nvml_plugin") == "yes",
+        "ldconfig": "\n".join(line for line in sections.get("ldconfig", []) if "libnvidia-ml" in line),
+    }
+
+
+def service_states(names: list[str], services: dict[str, Any], started: list[str] | None = None) -> list[str]:
     """Each unit of ``names`` as "NAME=STATE", from the service_facts ``services`` (keyed
     "NAME.service", or "NAME"); "NAME=not installed" where neither is there or it has no state.
+    Units in ``started`` (just started with state: started) are "NAME=running", whatever the facts
+    read before that said.
 
-        __nvidia_service_states: "{{ nvidia_services | service_states(ansible_facts.services | default({})) | join(', ') }}"
+        __nvidia_service_states: >-
+          {{ nvidia_services | service_states(ansible_facts.services | default({}), __nvidia_started_services) | join(', ') }}
     """
     states = []
     for name in names:
+        if name in (started or []):
+            states.append(f"{name}=running")
+            continue
         service = _lookup(services, f"{name}.service")
         if service is _UNDEFINED:
             service = _lookup(services, name)
@@ -487,7 +545,7 @@ class FilterModule:
             "ib_ports_missing": ib_ports_missing,
             "slurmd_pids": slurmd_pids,
             "memlock_limits": memlock_limits,
-            "nvidia_smi_gpus": nvidia_smi_gpus,
+            "nvidia_probe": nvidia_probe,
             "service_states": service_states,
             "conf_value": conf_value,
             "ldconfig_lib_path": ldconfig_lib_path,

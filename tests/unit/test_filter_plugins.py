@@ -489,6 +489,73 @@ def test_service_states_prefers_the_service_suffix_and_shows_any_state() -> None
     assert F.service_states(["x"], {}) == ["x=not installed"]
 
 
+def test_service_states_reports_started_units_running() -> None:
+    services = {"a.service": {"state": "stopped"}, "b.service": {"state": "stopped"}}
+    assert F.service_states(["a", "b", "c"], services, ["a", "c"]) == ["a=running", "b=stopped", "c=running"]
+    assert F.service_states(["a"], services, []) == ["a=stopped"]
+
+
+# ---- nvidia_probe (roles/nvidia tasks/detect.yml) ------------------------------------------------
+
+PROBE_OK = (
+    "smi 0\nmodule yes\nnvswitches 4\nnvml_plugin yes\n== nvidia-smi\n"
+    "0, NVIDIA H200, 550.54.15, 00000000:0F:00.0, Enabled\n"
+    "1, NVIDIA H200, 550.54.15, 00000000:1F:00.0, Enabled\n"
+    "== ldconfig\n1000 libs found in cache `/etc/ld.so.cache'\n"
+    "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
+    "\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\n"
+)
+
+
+def test_nvidia_probe_of_a_working_driver() -> None:
+    state = F.nvidia_probe(PROBE_OK)
+    assert [gpu["bus_id"] for gpu in state["gpus"]] == ["00000000:0F:00.0", "00000000:1F:00.0"]
+    assert state["driver_version"] == "550.54.15"
+    assert state["driver_ok"] is True
+    assert state["nvswitches"] == 4
+    assert state["nvml_plugin"] is True
+    assert state["ldconfig"] == "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    assert F.ldconfig_lib_path(state["ldconfig"], "libnvidia-ml.so.1") == "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    assert F.ldconfig_lib_path(state["ldconfig"], "libnvidia-ml.so") == ""
+
+
+@pytest.mark.parametrize(
+    ("stdout", "stderr", "problem"),
+    [
+        ("smi -\nmodule no\nnvswitches 0\n== nvidia-smi\n", "",
+         "nvidia-smi is not installed; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"),
+        ("smi 0\nmodule yes\nnvswitches 0\n== nvidia-smi\nNo devices were found\n", "", "nvidia-smi lists no GPU"),
+        ("smi 9\nmodule yes\nnvswitches 0\n== nvidia-smi\n\n  NVIDIA-SMI has failed\nmore\n", "ignored",
+         "nvidia-smi exited 9: NVIDIA-SMI has failed"),
+        ("smi 6\nmodule no\nnvswitches 0\n== nvidia-smi\n", "  \nNo devices found\n",
+         "nvidia-smi exited 6: No devices found; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"),
+        ("smi 255\nmodule yes\n== nvidia-smi\n", "", "nvidia-smi exited 255: "),
+    ],
+)
+def test_nvidia_probe_says_why_the_driver_does_not_work(stdout: str, stderr: str, problem: str) -> None:
+    state = F.nvidia_probe(stdout, stderr)
+    assert state["driver_ok"] is False
+    assert state["gpus"] == []
+    assert state["driver_version"] == ""
+    assert state["driver_problem"] == problem
+
+
+def test_nvidia_probe_of_a_failed_exit_ignores_gpu_lines() -> None:
+    state = F.nvidia_probe(PROBE_OK.replace("smi 0", "smi 3"))
+    assert state["driver_ok"] is False
+    assert state["driver_problem"].startswith("nvidia-smi exited 3: 0, NVIDIA H200")
+
+
+def test_nvidia_probe_of_no_output() -> None:
+    state = F.nvidia_probe("")
+    assert state == {
+        "gpus": [], "driver_version": "", "driver_ok": False,
+        "driver_problem": "nvidia-smi is not installed; no NVIDIA kernel module is loaded "
+        "(/proc/driver/nvidia/version is missing)",
+        "nvswitches": 0, "nvml_plugin": False, "ldconfig": "",
+    }
+
+
 # ---- the filters and their users ----------------------------------------------------------------
 
 ANSIBLE_FILES = sorted((REPO / "roles").rglob("*.yml")) + sorted((REPO / "roles").rglob("*.j2")) + sorted(
