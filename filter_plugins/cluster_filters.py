@@ -418,7 +418,7 @@ def ldconfig_lib_path(text: str, library: str) -> str:
     """Where ``ldconfig -p`` says ``library`` (an exact name, e.g. libnvidia-ml.so.1) is, '' when
     it lists no such library. Lines look like ``\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/...``.
 
-        __nvidia_so1: "{{ __nvidia_ldconfig.stdout | ldconfig_lib_path('libnvidia-ml.so.1') }}"
+        __nvidia_so1: "{{ __nvidia_state.ldconfig | ldconfig_lib_path('libnvidia-ml.so.1') }}"
     """
     for line in text.splitlines():
         name, _, rest = line.strip().partition(" ")
