@@ -11,7 +11,6 @@ dict of dicts stands in for), so the unit tests call them directly, without an A
 
 from __future__ import annotations
 
-import base64
 import copy
 import functools
 import re
@@ -189,9 +188,8 @@ def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
     """The RDMA ports ``ibv_devinfo`` lists: [{device, port, state}], in its order.
 
     A ``hca_id:`` line starts a device, ``port:`` a port of it, and that port's ``state:`` line
-    (PORT_ACTIVE, PORT_INIT...) completes the entry; a state before any port is ignored.
-
-        __nccl_parsed: "{{ __nccl_devinfo.stdout | default('') | ibv_devinfo_ports }}"
+    (PORT_ACTIVE, PORT_INIT...) completes the entry; a state before any port is ignored. Used by
+    nccl_probe (not a filter of its own).
     """
     ports = []
     device = port = ""
@@ -253,10 +251,8 @@ _SLURMD_NODE_OPTION = re.compile(r"\s-N\s*(\S+)")
 def slurmd_pids(lines: list[str], node_names: list[str], default_node: str) -> list[str]:
     """The pids of the slurmd processes of this host's Slurm nodes, from ``pgrep --list-full``
     lines ("PID /usr/sbin/slurmd -D -s -N node1"). A slurmd without -N serves ``default_node`` (the
-    short host name); with no ``node_names`` every slurmd counts. Blank lines are skipped.
-
-        __nccl_slurmd_pids: >-
-          {{ __nccl_slurmd_procs.stdout_lines | default([]) | slurmd_pids(__nccl_node_names, inventory_hostname_short) }}
+    short host name); with no ``node_names`` every slurmd counts. Blank lines are skipped. Used by
+    nccl_probe (not a filter of its own).
     """
     pids = []
     for line in lines:
@@ -270,33 +266,50 @@ def slurmd_pids(lines: list[str], node_names: list[str], default_node: str) -> l
     return pids
 
 
-_MEMLOCK_LINE = re.compile(r"^Max locked memory\s+(\S+)", re.MULTILINE)
+_MEMLOCK_LINE = re.compile(r"Max locked memory\s+(\S+)")
+_NCCL_PROBE_SECTION = re.compile(r"^== (\S+)$")
 
 
-def memlock_limits(results: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """[{pid, memlock}] from the results of a looped ``slurp`` of /proc/PID/limits (item: the pid):
-    the soft "Max locked memory" limit ("unlimited", or bytes), "?" where the file has no such line.
-    Results without content (the process was gone) are left out.
+def nccl_probe(stdout: str, node_names: list[str], default_node: str) -> dict[str, Any]:
+    """What the one probe of roles/nccl (tasks/run.yml) found, from its sections: "== ibv_devinfo"
+    (its output and errors, where nccl_infiniband), "== slurmd" (``pgrep --list-full --exact
+    slurmd`` lines) and "== limits" ("PID Max locked memory SOFT HARD bytes" from /proc/PID/limits,
+    "PID ?" where that file has no such line; a process gone by then has no line).
 
-        __nccl_memlock: "{{ __nccl_slurmd_limits.results | default([]) | memlock_limits }}"
+    Returns {devinfo (the ibv_devinfo text on one line), ib_ports (ibv_devinfo_ports), memlock
+    ([{pid, memlock}] of the slurmd of this host's nodes, as slurmd_pids picks them; the soft
+    limit, "unlimited" or bytes, or "?")}.
+
+        __nccl_found: "{{ __nccl_probe.stdout | nccl_probe(__nccl_node_names, inventory_hostname_short) }}"
     """
-    found = []
-    for result in results:
-        if "content" not in result:
-            continue
-        text = base64.b64decode(result["content"]).decode("utf-8", errors="surrogateescape")
-        line = _MEMLOCK_LINE.search(text)
-        found.append({"pid": result["item"], "memlock": line.group(1) if line else "?"})
-    return found
+    sections: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in stdout.splitlines():
+        header = _NCCL_PROBE_SECTION.match(line)
+        if header:
+            current = sections.setdefault(header.group(1), [])
+        else:
+            current.append(line)
+    devinfo = sections.get("ibv_devinfo", [])
+    pids = slurmd_pids(sections.get("slurmd", []), node_names, default_node)
+    limits: dict[str, str] = {}
+    for line in sections.get("limits", []):
+        fields = line.split()
+        if fields:
+            found = _MEMLOCK_LINE.search(line)
+            limits.setdefault(fields[0], found.group(1) if found else "?")
+    return {
+        "devinfo": " ".join(" ".join(devinfo).split()),
+        "ib_ports": ibv_devinfo_ports("\n".join(devinfo)),
+        "memlock": [{"pid": pid, "memlock": limits[pid]} for pid in pids if pid in limits],
+    }
 
 
 def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
     """The GPUs of ``nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,persistence_mode
     --format=csv,noheader`` lines: [{index (Jinja's int), name, driver_version, bus_id,
-    persistence_mode}]. Lines with fewer than five ", "-separated fields are skipped.
-
-        __nvidia_parsed: >-
-          {{ (__nvidia_smi.stdout_lines | default([]) | nvidia_smi_gpus) if __nvidia_smi.rc | default(1) == 0 else [] }}
+    persistence_mode}]. Lines with fewer than five ", "-separated fields are skipped. Used by
+    nvidia_probe (not a filter of its own).
     """
     gpus = []
     for line in lines:
@@ -312,14 +325,74 @@ def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
     return gpus
 
 
-def service_states(names: list[str], services: dict[str, Any]) -> list[str]:
+_NVIDIA_PROBE_SECTION = re.compile(r"^== (\S+)$")
+
+
+def nvidia_probe(stdout: str, stderr: str = "") -> dict[str, Any]:
+    """The state of the NVIDIA driver from the one probe of roles/nvidia (tasks/detect.yml): "KEY
+    VALUE" lines (smi: nvidia-smi's exit status, or "-" where it is not installed; module: yes/no,
+    /proc/driver/nvidia/version exists; nvswitches: a count; nvml_plugin: yes/no/-), then the
+    sections "== nvidia-smi" (its stdout) and "== ldconfig" (``ldconfig -p``, where asked; only
+    the lines naming libnvidia-ml are kept). ``stderr`` is nvidia-smi's.
+
+    Returns {gpus (nvidia_smi_gpus), driver_version ('' without GPUs), driver_ok, driver_problem
+    (why it does not work; meaningful only when not driver_ok), nvswitches (int), nvml_plugin
+    (bool), ldconfig (text)}.
+
+        __nvidia_state: "{{ __nvidia_probe.stdout | nvidia_probe(__nvidia_probe.stderr | default('')) }}"
+    """
+    keys: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        header = _NVIDIA_PROBE_SECTION.match(line)
+        if header:
+            current = sections.setdefault(header.group(1), [])
+        elif current is not None:
+            current.append(line)
+        else:
+            key, _, value = line.strip().partition(" ")
+            if key:
+                keys[key] = value.strip()
+    smi = keys.get("smi", "-")
+    installed = smi not in ("", "-")
+    rc = _jinja_int(smi, 1) if installed else 1
+    smi_lines = sections.get("nvidia-smi", [])
+    gpus = nvidia_smi_gpus(smi_lines) if installed and rc == 0 else []
+    if not installed:
+        problem = "nvidia-smi is not installed"
+    elif rc == 0:
+        problem = "nvidia-smi lists no GPU"
+    else:
+        said = [text.strip() for text in smi_lines + stderr.splitlines() if text.strip()]
+        problem = f"nvidia-smi exited {smi}: {said[0] if said else ''}"
+    if keys.get("module") != "yes":
+        problem += "; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"
+    return {
+        "gpus": gpus,
+        "driver_version": gpus[0]["driver_version"] if gpus else "",
+        "driver_ok": bool(gpus),
+        "driver_problem": problem,
+        "nvswitches": _jinja_int(keys.get("nvswitches", "0")),
+        "nvml_plugin": keys.get("nvml_plugin") == "yes",
+        "ldconfig": "\n".join(line for line in sections.get("ldconfig", []) if "libnvidia-ml" in line),
+    }
+
+
+def service_states(names: list[str], services: dict[str, Any], started: list[str] | None = None) -> list[str]:
     """Each unit of ``names`` as "NAME=STATE", from the service_facts ``services`` (keyed
     "NAME.service", or "NAME"); "NAME=not installed" where neither is there or it has no state.
+    Units in ``started`` (just started with state: started) are "NAME=running", whatever the facts
+    read before that said.
 
-        __nvidia_service_states: "{{ nvidia_services | service_states(ansible_facts.services | default({})) | join(', ') }}"
+        __nvidia_service_states: >-
+          {{ nvidia_services | service_states(ansible_facts.services | default({}), __nvidia_started_services) | join(', ') }}
     """
     states = []
     for name in names:
+        if name in (started or []):
+            states.append(f"{name}=running")
+            continue
         service = _lookup(services, f"{name}.service")
         if service is _UNDEFINED:
             service = _lookup(services, name)
@@ -345,7 +418,7 @@ def ldconfig_lib_path(text: str, library: str) -> str:
     """Where ``ldconfig -p`` says ``library`` (an exact name, e.g. libnvidia-ml.so.1) is, '' when
     it lists no such library. Lines look like ``\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/...``.
 
-        __nvidia_so1: "{{ __nvidia_ldconfig.stdout | ldconfig_lib_path('libnvidia-ml.so.1') }}"
+        __nvidia_so1: "{{ __nvidia_state.ldconfig | ldconfig_lib_path('libnvidia-ml.so.1') }}"
     """
     for line in text.splitlines():
         name, _, rest = line.strip().partition(" ")
@@ -482,12 +555,10 @@ class FilterModule:
             "account_id_mismatches": account_id_mismatches,
             "account_ids_taken": account_ids_taken,
             "fake_gpu_stat_lines": fake_gpu_stat_lines,
-            "ibv_devinfo_ports": ibv_devinfo_ports,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,
-            "slurmd_pids": slurmd_pids,
-            "memlock_limits": memlock_limits,
-            "nvidia_smi_gpus": nvidia_smi_gpus,
+            "nccl_probe": nccl_probe,
+            "nvidia_probe": nvidia_probe,
             "service_states": service_states,
             "conf_value": conf_value,
             "ldconfig_lib_path": ldconfig_lib_path,

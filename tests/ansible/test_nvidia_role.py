@@ -133,3 +133,37 @@ def test_nvml_gpu_host_needs_the_unversioned_library_name(tmp_path: Path) -> Non
     assert run.returncode != 0, run.explain()
     assert "gpuhost: AutoDetect=nvml needs the name libnvidia-ml.so" in run.text
     assert "nor libnvidia-ml.so.1: the driver is incomplete" in run.text
+
+
+# Issue 17: every task a host runs or skips costs the control node about 17 ms per host. A GPU
+# host with a working driver (AutoDetect=nvml on or off) took 26 results of this role before the
+# cuts (docs/benchmarks.md, "GPU roles: results per GPU host"); 9 now, the argument check included.
+RESULTS_PER_GPU_HOST = 9
+
+FAKE_LDCONFIG = """#!/bin/sh
+[ "$1" = -p ] || exit 0
+printf '\\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\\n'
+printf '\\tlibnvidia-ml.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so\\n'
+"""
+
+
+@pytest.mark.parametrize("nvml", [False, True])
+def test_results_per_gpu_host_stay_few(tmp_path: Path, nvml: bool) -> None:
+    bin_dir = fake_driver(tmp_path)
+    write_executable(bin_dir / "ldconfig", FAKE_LDCONFIG)
+    plugins = tmp_path / "slurm-wlm"
+    plugins.mkdir()
+    (plugins / "gpu_nvml.so").write_bytes(b"")
+    run = run_role(
+        tmp_path / "run",
+        "nvidia",
+        host_vars={"nvidia_gpu_count": 2, "nvidia_nvml_autodetect": nvml, "nvidia_slurm_plugin_dir": str(plugins)},
+        path_prefix=bin_dir,
+    )
+    assert run.returncode == 0, run.explain()
+    assert "gpuhost: NVIDIA driver 550.54.15, 2 GPU(s)." in run.text
+    assert ("libnvidia-ml.so resolves; AutoDetect=nvml can load the driver's NVML." in run.text) is nvml
+    recap = run.recap("gpuhost")
+    results = recap["ok"] + recap["skipped"] + recap["failed"]
+    assert results <= RESULTS_PER_GPU_HOST, f"{results} results per GPU host (at most {RESULTS_PER_GPU_HOST}): {recap}"
+    assert recap["changed"] == 0

@@ -4,7 +4,6 @@ return what that Jinja returned."""
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import sys
 from pathlib import Path
@@ -383,7 +382,7 @@ def test_ib_ports_missing_without_active_ports_lists_every_wanted_adapter() -> N
     assert F.ib_ports_missing(F.ib_hca_wanted("mlx5_0:1,mlx5_1"), []) == ["mlx5_0:1", "mlx5_1"]
 
 
-# ---- slurmd_pids, memlock_limits (roles/nccl) --------------------------------------------------
+# ---- slurmd_pids, nccl_probe (roles/nccl) --------------------------------------------------
 
 PGREP = [
     "123 /usr/sbin/slurmd -D -s -N node1",
@@ -411,33 +410,38 @@ def test_slurmd_pids_skips_blank_lines_and_takes_no_node_after_a_bare_n() -> Non
     assert F.slurmd_pids([], ["h1"], "h1") == []
 
 
-def _slurped(pid: str, text: str | None) -> dict:
-    result = {"item": pid, "changed": False}
-    if text is not None:
-        result["content"] = base64.b64encode(text.encode()).decode()
-    return result
+LIMITS = "Max locked memory         {}            unlimited            bytes"
 
 
-LIMITS = (
-    "Limit                     Soft Limit           Hard Limit           Units\n"
-    "Max open files            1024                 524288               files\n"
-    "Max locked memory         {}            unlimited            bytes\n"
-)
+def _probe(devinfo: str | None, pgrep: list[str], limits: list[str]) -> str:
+    parts = [] if devinfo is None else ["== ibv_devinfo", devinfo]
+    return "\n".join([*parts, "== slurmd", *pgrep, "== limits", *limits]) + "\n"
 
 
-def test_memlock_limits_reads_the_soft_limit_of_each_process() -> None:
-    results = [_slurped("101", LIMITS.format("unlimited")), _slurped("102", LIMITS.format("8388608"))]
-    assert F.memlock_limits(results) == [{"pid": "101", "memlock": "unlimited"}, {"pid": "102", "memlock": "8388608"}]
+def test_nccl_probe_reads_the_ports_and_the_soft_limit_of_each_slurmd_of_the_host() -> None:
+    stdout = _probe(
+        IBV_DEVINFO,
+        PGREP,
+        [f"123 {LIMITS.format('unlimited')}", f"125 {LIMITS.format('8388608')}", f"126 {LIMITS.format('1')}"],
+    )
+    found = F.nccl_probe(stdout, ["node1", "h1"], "h1")  # 124 gave no limits line; 126 is another node's
+    assert found["ib_ports"] == PORTS
+    assert found["memlock"] == [{"pid": "123", "memlock": "unlimited"}, {"pid": "125", "memlock": "8388608"}]
+    assert "hca_id: mlx5_0" in found["devinfo"] and "\n" not in found["devinfo"]
 
 
-def test_memlock_limits_edge_cases() -> None:
-    results = [
-        _slurped("103", None),  # slurp failed (the process ended): left out
-        _slurped("104", "Limit Soft\nMax open files 1 2 files\n"),  # no such line: "?"
-        _slurped("105", ""),
-    ]
-    assert F.memlock_limits(results) == [{"pid": "104", "memlock": "?"}, {"pid": "105", "memlock": "?"}]
-    assert F.memlock_limits([]) == []
+def test_nccl_probe_edge_cases() -> None:
+    stdout = _probe(
+        "  Failed to get IB devices list: Function not implemented\n",
+        ["201 /usr/sbin/slurmd -D", "202 /usr/sbin/slurmd -D", "203 /usr/sbin/slurmd -D"],
+        ["201 ?", "202 Max open files 1 2 files", ""],  # no such line: "?"; 203 was gone: left out
+    )
+    found = F.nccl_probe(stdout, [], "h1")
+    assert found["ib_ports"] == []
+    assert found["devinfo"] == "Failed to get IB devices list: Function not implemented"
+    assert found["memlock"] == [{"pid": "201", "memlock": "?"}, {"pid": "202", "memlock": "?"}]
+    assert F.nccl_probe("", [], "h1") == {"devinfo": "", "ib_ports": [], "memlock": []}
+    assert F.nccl_probe(_probe(None, [], []), ["h1"], "h1") == {"devinfo": "", "ib_ports": [], "memlock": []}
 
 
 # ---- nvidia_smi_gpus, service_states (roles/nvidia) --------------------------------------------
@@ -487,6 +491,73 @@ def test_service_states_prefers_the_service_suffix_and_shows_any_state() -> None
     assert F.service_states(["x", "y", "z"], services) == ["x=running", "y=None", "z=not installed"]
     assert F.service_states([], services) == []
     assert F.service_states(["x"], {}) == ["x=not installed"]
+
+
+def test_service_states_reports_started_units_running() -> None:
+    services = {"a.service": {"state": "stopped"}, "b.service": {"state": "stopped"}}
+    assert F.service_states(["a", "b", "c"], services, ["a", "c"]) == ["a=running", "b=stopped", "c=running"]
+    assert F.service_states(["a"], services, []) == ["a=stopped"]
+
+
+# ---- nvidia_probe (roles/nvidia tasks/detect.yml) ------------------------------------------------
+
+PROBE_OK = (
+    "smi 0\nmodule yes\nnvswitches 4\nnvml_plugin yes\n== nvidia-smi\n"
+    "0, NVIDIA H200, 550.54.15, 00000000:0F:00.0, Enabled\n"
+    "1, NVIDIA H200, 550.54.15, 00000000:1F:00.0, Enabled\n"
+    "== ldconfig\n1000 libs found in cache `/etc/ld.so.cache'\n"
+    "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
+    "\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\n"
+)
+
+
+def test_nvidia_probe_of_a_working_driver() -> None:
+    state = F.nvidia_probe(PROBE_OK)
+    assert [gpu["bus_id"] for gpu in state["gpus"]] == ["00000000:0F:00.0", "00000000:1F:00.0"]
+    assert state["driver_version"] == "550.54.15"
+    assert state["driver_ok"] is True
+    assert state["nvswitches"] == 4
+    assert state["nvml_plugin"] is True
+    assert state["ldconfig"] == "\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    assert F.ldconfig_lib_path(state["ldconfig"], "libnvidia-ml.so.1") == "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    assert F.ldconfig_lib_path(state["ldconfig"], "libnvidia-ml.so") == ""
+
+
+@pytest.mark.parametrize(
+    ("stdout", "stderr", "problem"),
+    [
+        ("smi -\nmodule no\nnvswitches 0\n== nvidia-smi\n", "",
+         "nvidia-smi is not installed; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"),
+        ("smi 0\nmodule yes\nnvswitches 0\n== nvidia-smi\nNo devices were found\n", "", "nvidia-smi lists no GPU"),
+        ("smi 9\nmodule yes\nnvswitches 0\n== nvidia-smi\n\n  NVIDIA-SMI has failed\nmore\n", "ignored",
+         "nvidia-smi exited 9: NVIDIA-SMI has failed"),
+        ("smi 6\nmodule no\nnvswitches 0\n== nvidia-smi\n", "  \nNo devices found\n",
+         "nvidia-smi exited 6: No devices found; no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing)"),
+        ("smi 255\nmodule yes\n== nvidia-smi\n", "", "nvidia-smi exited 255: "),
+    ],
+)
+def test_nvidia_probe_says_why_the_driver_does_not_work(stdout: str, stderr: str, problem: str) -> None:
+    state = F.nvidia_probe(stdout, stderr)
+    assert state["driver_ok"] is False
+    assert state["gpus"] == []
+    assert state["driver_version"] == ""
+    assert state["driver_problem"] == problem
+
+
+def test_nvidia_probe_of_a_failed_exit_ignores_gpu_lines() -> None:
+    state = F.nvidia_probe(PROBE_OK.replace("smi 0", "smi 3"))
+    assert state["driver_ok"] is False
+    assert state["driver_problem"].startswith("nvidia-smi exited 3: 0, NVIDIA H200")
+
+
+def test_nvidia_probe_of_no_output() -> None:
+    state = F.nvidia_probe("")
+    assert state == {
+        "gpus": [], "driver_version": "", "driver_ok": False,
+        "driver_problem": "nvidia-smi is not installed; no NVIDIA kernel module is loaded "
+        "(/proc/driver/nvidia/version is missing)",
+        "nvswitches": 0, "nvml_plugin": False, "ldconfig": "",
+    }
 
 
 # ---- the filters and their users ----------------------------------------------------------------
