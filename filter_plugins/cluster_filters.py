@@ -267,7 +267,22 @@ def slurmd_pids(lines: list[str], node_names: list[str], default_node: str) -> l
 
 
 _MEMLOCK_LINE = re.compile(r"Max locked memory\s+(\S+)")
-_NCCL_PROBE_SECTION = re.compile(r"^== (\S+)$")
+_PROBE_SECTION = re.compile(r"^== (\S+)$")
+
+
+def _probe_sections(stdout: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The output of a role's one-task probe: the lines before the first "== NAME" header, and
+    each header's lines by NAME (the nvidia and nccl probes write this shape)."""
+    preamble: list[str] = []
+    sections: dict[str, list[str]] = {}
+    current = preamble
+    for line in stdout.splitlines():
+        header = _PROBE_SECTION.match(line)
+        if header:
+            current = sections.setdefault(header.group(1), [])
+        else:
+            current.append(line)
+    return preamble, sections
 
 
 def nccl_probe(stdout: str, node_names: list[str], default_node: str) -> dict[str, Any]:
@@ -282,14 +297,7 @@ def nccl_probe(stdout: str, node_names: list[str], default_node: str) -> dict[st
 
         __nccl_found: "{{ __nccl_probe.stdout | nccl_probe(__nccl_node_names, inventory_hostname_short) }}"
     """
-    sections: dict[str, list[str]] = {}
-    current: list[str] = []
-    for line in stdout.splitlines():
-        header = _NCCL_PROBE_SECTION.match(line)
-        if header:
-            current = sections.setdefault(header.group(1), [])
-        else:
-            current.append(line)
+    _, sections = _probe_sections(stdout)
     devinfo = sections.get("ibv_devinfo", [])
     pids = slurmd_pids(sections.get("slurmd", []), node_names, default_node)
     limits: dict[str, str] = {}
@@ -325,9 +333,6 @@ def nvidia_smi_gpus(lines: list[str]) -> list[dict[str, Any]]:
     return gpus
 
 
-_NVIDIA_PROBE_SECTION = re.compile(r"^== (\S+)$")
-
-
 def nvidia_probe(stdout: str, stderr: str = "") -> dict[str, Any]:
     """The state of the NVIDIA driver from the one probe of roles/nvidia (tasks/detect.yml): "KEY
     VALUE" lines (smi: nvidia-smi's exit status, or "-" where it is not installed; module: yes/no,
@@ -341,19 +346,12 @@ def nvidia_probe(stdout: str, stderr: str = "") -> dict[str, Any]:
 
         __nvidia_state: "{{ __nvidia_probe.stdout | nvidia_probe(__nvidia_probe.stderr | default('')) }}"
     """
+    preamble, sections = _probe_sections(stdout)
     keys: dict[str, str] = {}
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in stdout.splitlines():
-        header = _NVIDIA_PROBE_SECTION.match(line)
-        if header:
-            current = sections.setdefault(header.group(1), [])
-        elif current is not None:
-            current.append(line)
-        else:
-            key, _, value = line.strip().partition(" ")
-            if key:
-                keys[key] = value.strip()
+    for line in preamble:
+        key, _, value = line.strip().partition(" ")
+        if key:
+            keys[key] = value.strip()
     smi = keys.get("smi", "-")
     installed = smi not in ("", "-")
     rc = _jinja_int(smi, 1) if installed else 1
