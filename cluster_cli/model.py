@@ -854,6 +854,11 @@ class Inventory(StrictModel):
             raise field_errors(Inventory, errors)
         return self
 
+    def autodetects_gpus(self) -> bool:
+        """Some node group asks NVML for its GPUs (gres.conf `AutoDetect=nvml`): its hosts need
+        Slurm's NVML plugin."""
+        return any(group.gpus is not None and group.gpus.autodetect == "nvml" for group in self.node_groups)
+
 
 def models_in(annotation: Any) -> Iterator[type[BaseModel]]:
     """The models inside a field's type (``Optional[X]``, ``list[X]``, ``dict[str, X]``,

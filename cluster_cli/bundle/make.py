@@ -42,7 +42,7 @@ from cluster_cli.apt_repo import (
     run,
 )
 from cluster_cli.bundle import nvml_plugin
-from cluster_cli.bundle.packages import debian_packages, needs_nvml_plugin, pip_requirements
+from cluster_cli.bundle.packages import debian_packages, pip_requirements
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import RefusedError
 from cluster_cli.paths import project_root
@@ -96,7 +96,7 @@ def make_bundle(cluster: Cluster, out: Path, options: BundleOptions) -> Made:
     out = out.absolute()
     check_release(options)
     check_target(out)
-    plugin_wanted = needs_nvml_plugin(cluster)
+    plugin_wanted = cluster.inventory.autodetects_gpus()
     if plugin_wanted and options.nvml_plugin_deb is None:
         nvml_plugin.check_can_build(options.release, nvml_plugin.control_node_platform())
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -46,11 +46,6 @@ def role_default(role: str, variable: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def needs_nvml_plugin(cluster: Cluster) -> bool:
-    """Any node group whose GPUs slurmd detects through NVML (gres.conf AutoDetect=nvml)."""
-    return any(group.gpus is not None and group.gpus.autodetect == "nvml" for group in cluster.inventory.node_groups)
-
-
 def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
     """The archive packages a deploy of ``cluster`` installs on its hosts (the NVML plugin is not
     one: it is built, see bundle.nvml_plugin)."""

@@ -11,11 +11,6 @@ from cluster_cli.resolve.problems import Problems
 CONTROL_NODE = "localhost"
 
 
-def wants_nvml_plugin(inventory: Inventory) -> bool:
-    """Some node group asks NVML for its GPUs (gres.conf `AutoDetect=nvml`)."""
-    return any(group.gpus is not None and group.gpus.autodetect == "nvml" for group in inventory.node_groups)
-
-
 def check_build(inventory: Inventory, hosts: Mapping[str, object], problems: Problems) -> None:
     slurm = inventory.slurm
     build = slurm.build
@@ -24,7 +19,7 @@ def check_build(inventory: Inventory, hosts: Mapping[str, object], problems: Pro
             problems.add(("slurm", "build", "tarball_url"), "source: tarball needs tarball_url")
         if build.tarball_sha256 is None:
             problems.add(("slurm", "build", "tarball_sha256"), "source: tarball needs tarball_sha256")
-    if not (wants_nvml_plugin(inventory) and slurm.nvml_plugin == "build"):
+    if not (inventory.autodetects_gpus() and slurm.nvml_plugin == "build"):
         return
     if build.source != "debian":
         # The daemons run Debian's binaries: a tarball's /opt/slurm plugin would not be loaded.

@@ -111,8 +111,8 @@ def test_the_bundle_covers_what_the_test_bed_mirror_carries_for_a_cluster():
 
 
 def test_nvml_plugin_only_for_autodetect_nvml():
-    assert packages.needs_nvml_plugin(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"]))
-    assert not packages.needs_nvml_plugin(load_cluster(SHIPPED_INVENTORIES["minimal"]))
+    assert load_cluster(SHIPPED_INVENTORIES["gpu-cluster"]).inventory.autodetects_gpus()
+    assert not load_cluster(SHIPPED_INVENTORIES["minimal"]).inventory.autodetects_gpus()
 
 
 def test_wheels_are_what_training_env_installs():
