@@ -46,7 +46,7 @@ from cluster_cli.bundle.packages import debian_packages, pip_requirements
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import RefusedError
 from cluster_cli.paths import project_root
-from cluster_cli.render import RenderedFile, render_configs, write_files
+from cluster_cli.render import RenderedFile, render_configs, swap_in, write_files
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 
 MANIFEST = "bundle.json"
@@ -103,7 +103,7 @@ def make_bundle(cluster: Cluster, out: Path, options: BundleOptions) -> Made:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         manifest = _fill(cluster, staging, out, options, plugin_wanted)
-        _swap_in(staging, out)
+        swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -298,14 +298,3 @@ def package_mirror_for(host_path: str, wheels: bool) -> dict[str, object]:
     if wheels:
         mirror["pip"] = {"find_links": [f"{host_path}/wheels"], "no_index": True}
     return mirror
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    if not out.exists():
-        staging.rename(out)
-        return
-    previous = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    previous.rmdir()
-    out.rename(previous)
-    staging.rename(out)
-    shutil.rmtree(previous, ignore_errors=True)

@@ -100,13 +100,16 @@ def write_files(directory: Path, files: list[RenderedFile]) -> None:
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(item.content)
             os.chmod(target, item.mode)
-        _swap_in(staging, directory)
+        swap_in(staging, directory, KEPT_DIRS)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
-def _swap_in(staging: Path, directory: Path) -> None:
+def swap_in(staging: Path, directory: Path, keep: tuple[str, ...] = ()) -> None:
+    """Put ``staging`` in the place of ``directory``: the previous one goes aside under a fresh
+    name, comes back if the swap fails (never no directory at all), and is removed after it, its
+    ``keep`` subdirectories carried over into the new one."""
     # the previous build goes to a fresh name of our own, never to one that may already exist
     previous = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
     previous.rmdir()
@@ -121,12 +124,7 @@ def _swap_in(staging: Path, directory: Path) -> None:
             previous.rename(directory)
         raise
     if moved_aside:
-        _keep_caches(previous, directory)
+        for name in keep:
+            if (previous / name).is_dir() and not (directory / name).exists():
+                (previous / name).rename(directory / name)
         shutil.rmtree(previous, ignore_errors=True)
-
-
-def _keep_caches(previous: Path, directory: Path) -> None:
-    """What deploys left in the build directory to reuse (the NVML plugin package) outlives a render."""
-    for name in KEPT_DIRS:
-        if (previous / name).is_dir() and not (directory / name).exists():
-            (previous / name).rename(directory / name)
