@@ -69,22 +69,6 @@ def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
     raise AnsibleFilterError(f"role_default: no role under {roles} has a default for {name}")
 
 
-_DPKG_INSTALLED = re.compile(" ii ?$")
-
-
-def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
-    """The entries of ``wanted`` ("name" or "name=version") dpkg does not have as wanted.
-
-    ``dpkg_lines``: the output lines of ``dpkg-query --show --showformat='${Package}=${Version}
-    ${db:Status-Abbrev}\\n' NAME...`` ("munge=0.5.15-2 ii "). Only installed packages (status ii)
-    count; a plain name is satisfied by any installed version, name=version only by that version.
-    Order and duplicates of ``wanted`` are kept.
-    """
-    installed = [line.split(" ")[0] for line in dpkg_lines if _DPKG_INSTALLED.search(line)]
-    have = installed + [re.sub("=.*$", "", entry) for entry in installed]
-    return [package for package in wanted if package not in have]
-
-
 _UNDEFINED = object()
 
 
@@ -548,7 +532,6 @@ class FilterModule:
         return {
             "service_manager": service_manager,
             "role_default": role_default,
-            "dpkg_missing": dpkg_missing,
             "slurm_node_names": slurm_node_names,
             "account_id_mismatches": account_id_mismatches,
             "account_ids_taken": account_ids_taken,

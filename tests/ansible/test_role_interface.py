@@ -14,14 +14,12 @@ import yaml
 from roles_table import ROLES as DEPLOY_ROLES
 
 REPO = Path(__file__).resolve().parents[2]
-# Roles of task files other roles include (include_role tasks_from): no defaults, no phases, never applied.
-LIBRARIES = ("shared",)
 # Every role of the tree: the deploy roles site.yml applies and the GPU roles (slurm_build, nvidia, nccl).
-ROLES = tuple(sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir() and path.name not in LIBRARIES))
+ROLES = tuple(sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir()))
 # Not yet held to the backslash rules below: slurm_build still writes regexes inside Jinja (build_debian.yml:
 # the nvml.h match, the contents check); its build runs only with CLUSTER_CLI_SLOW_TESTS=1, so it is changed
 # when that run can prove the change.
-BACKSLASH_RULES = tuple(role for role in ROLES if role != "slurm_build") + LIBRARIES
+BACKSLASH_RULES = tuple(role for role in ROLES if role != "slurm_build")
 PHASES = ("preflight", "install", "configure", "run")
 # Names shared across roles and fixed by docs/architecture.md, exempt from the role prefix.
 SHARED = {"cluster_service_manager"}
@@ -69,7 +67,7 @@ def test_main_imports_the_four_phases_tagged(role: str) -> None:
     assert [task["tags"] for task in tasks] == [[phase, role] for phase in PHASES]
 
 
-@pytest.mark.parametrize("role", ROLES + LIBRARIES)
+@pytest.mark.parametrize("role", ROLES)
 def test_private_variables_and_templates(role: str) -> None:
     private = load(REPO / "roles" / role / "vars" / "main.yml") or {}
     assert all(name.startswith(f"__{role}_") for name in private), sorted(private)
@@ -85,7 +83,7 @@ def tasks_of(role: str):
                     yield path, item
 
 
-@pytest.mark.parametrize("role", ROLES + LIBRARIES)
+@pytest.mark.parametrize("role", ROLES)
 def test_only_builtin_modules(role: str) -> None:
     for path, task in tasks_of(role):
         modules = [key for key in task if "." in key]
@@ -94,7 +92,7 @@ def test_only_builtin_modules(role: str) -> None:
 
 def test_every_task_touching_the_database_password_is_no_log() -> None:
     secret = re.compile(r"slurmdbd_storage_pass|__slurmdbd_sql_pass|slurmdbd\.conf")
-    for role in ROLES + LIBRARIES:
+    for role in ROLES:
         for path, task in tasks_of(role):
             if "block" in task:  # its tasks are checked one by one
                 continue
@@ -130,12 +128,12 @@ def test_docs_table_lists_every_variable_with_its_default() -> None:
 def test_no_backslash_inside_jinja_expressions() -> None:
     # ansible-core 2.19 keeps backslashes of Jinja string literals as they are, older versions
     # decode them as escapes: a regex or SQL escape written there means different things. Backslashes
-    # come from YAML strings (variables) instead. dpkg-query decodes its own \n, either way works.
+    # come from YAML strings (variables) instead.
     expression = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
     for role in BACKSLASH_RULES:
         for path in sorted((REPO / "roles" / role).rglob("*.yml")) + sorted((REPO / "roles" / role).rglob("*.j2")):
             for match in expression.finditer(path.read_text(encoding="utf-8")):
-                text = match.group(0).replace("${db:Status-Abbrev}\\\\n", "")
+                text = match.group(0)
                 assert "\\" not in text, f"{path.relative_to(REPO)}: backslash in {match.group(0)[:80]!r}"
 
 
@@ -155,48 +153,3 @@ def test_no_backslash_in_bare_conditionals() -> None:
     for role in BACKSLASH_RULES:
         for path, task in tasks_of(role):
             walk(task, f"{path.relative_to(REPO)}: {task.get('name')}")
-
-
-def includes_of(library: str):
-    """(role, phase file, task) for every include_role/import_role of ``library`` in the roles."""
-    for path in sorted((REPO / "roles").glob("*/tasks/*.yml")):
-        for task in load(path) or []:
-            for item in [task, *task.get("block", []), *task.get("rescue", []), *task.get("always", [])]:
-                call = item.get("ansible.builtin.include_role") or item.get("ansible.builtin.import_role")
-                if call and call.get("name") == library:
-                    yield path.parents[1].name, path, item
-
-
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_library_entry_points_have_specs_and_main_refuses_to_run(library: str) -> None:
-    entries = specs(library)
-    assert not (REPO / "roles" / library / "defaults").exists(), "a library role takes parameters, not defaults"
-    assert entries["main"].get("options") == {}
-    (main,) = load(REPO / "roles" / library / "tasks" / "main.yml")
-    assert "ansible.builtin.fail" in main
-    files = {path.stem for path in (REPO / "roles" / library / "tasks").glob("*.yml")}
-    assert files == set(entries), f"task files without a spec, or specs without a file: {sorted(files ^ set(entries))}"
-    for entry, spec in entries.items():
-        for name, option in (spec.get("options") or {}).items():
-            assert name.startswith(f"{library}_"), f"{entry}: {name} lacks the {library}_ prefix"
-            assert option.get("description"), f"{entry}: {name} has no description"
-
-
-@pytest.mark.parametrize("library", LIBRARIES)
-def test_every_include_of_a_library_passes_its_entry_points_options(library: str) -> None:
-    entries = specs(library)
-    found = list(includes_of(library))
-    assert found, f"no role includes {library}"
-    for role, path, task in found:
-        where = f"{path.relative_to(REPO)}: {task.get('name')}"
-        call = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role")
-        entry = call.get("tasks_from")
-        assert entry in entries and entry != "main", f"{where}: no entry point {entry!r}"
-        options = entries[entry].get("options") or {}
-        given = set(task.get("vars") or {})
-        assert given <= set(options), f"{where}: unknown options {sorted(given - set(options))}"
-        required = {name for name, option in options.items() if option.get("required")}
-        assert required <= given, f"{where}: missing options {sorted(required - given)}"
-        if "ansible.builtin.include_role" in task:
-            # A dynamic include does not pass its tags on: the included tasks get the phase and role tags.
-            assert call.get("apply", {}).get("tags") == [path.stem, role], f"{where}: apply tags"

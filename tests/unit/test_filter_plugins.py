@@ -111,52 +111,6 @@ def test_role_default_of_an_empty_defaults_file(tmp_path: Path) -> None:
         F.role_default("empty_x", tmp_path)
 
 
-# ---- dpkg_missing -----------------------------------------------------------------------------
-
-DPKG = [
-    "munge=0.5.15-2 ii ",  # dpkg-query's ${db:Status-Abbrev} ends with a blank for "no error"
-    "slurm-client=22.05.8-4+deb12u3 ii",
-    "slurmd=22.05.8-4+deb12u3 rc ",  # removed, config files left: not installed
-    "mariadb-server=1:10.11.6-0+deb12u1 iU ",  # unpacked, not configured: not installed
-]
-
-
-@pytest.mark.parametrize(
-    ("wanted", "expected"),
-    [
-        (["munge"], []),
-        (["munge=0.5.15-2"], []),
-        (["munge=0.5.15-1"], ["munge=0.5.15-1"]),  # installed at another version than the pin
-        (["slurm-client", "slurm-client=22.05.8-4+deb12u3"], []),
-        (["slurmd"], ["slurmd"]),
-        (["slurmd=22.05.8-4+deb12u3"], ["slurmd=22.05.8-4+deb12u3"]),
-        (["mariadb-server"], ["mariadb-server"]),
-        (["python3-venv"], ["python3-venv"]),  # not in dpkg's answer at all
-        (["python3-venv", "munge", "python3-venv"], ["python3-venv", "python3-venv"]),  # order, duplicates kept
-        ([], []),
-    ],
-)
-def test_dpkg_missing(wanted: list[str], expected: list[str]) -> None:
-    assert F.dpkg_missing(wanted, DPKG) == expected
-
-
-def test_dpkg_missing_without_an_answer_is_everything() -> None:
-    # dpkg-query not run (a run limited by --tags) or it found nothing: every package is missing.
-    assert F.dpkg_missing(["munge", "slurmd=1"], []) == ["munge", "slurmd=1"]
-
-
-def test_dpkg_missing_ignores_lines_that_are_not_package_lines() -> None:
-    lines = ["dpkg-query: no packages found matching python3-venv", "", "munge ii "]
-    assert F.dpkg_missing(["munge", "python3-venv"], lines) == ["python3-venv"]
-    # "munge ii " (no =version): the entry is the bare name, which satisfies only the bare name
-    assert F.dpkg_missing(["munge=1"], lines) == ["munge=1"]
-
-
-def test_dpkg_missing_needs_the_status_at_the_end() -> None:
-    assert F.dpkg_missing(["munge"], ["munge=1 ii x"]) == ["munge"]
-    assert F.dpkg_missing(["munge"], ["munge=1 iii "]) == ["munge"]
-
-
 # ---- slurm_node_names -------------------------------------------------------------------------
 
 
