@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Ansible module: the host's other package sources beside an air-gapped mirror, in one run.
+
+An exclusive mirror disables every other apt source by renaming it NAME + suffix (apt ignores it
+then); without one, the renamed sources are put back under their names. A renamed copy left from
+before (a package put the file back) is kept as NAME + suffix + .~N~ (mv --backup=numbered); a
+name taken again by a new file is not overwritten: the renamed copy stays, with a warning. A
+pip.conf this role wrote (it holds the marker line) is removed when the inventory has no pip
+mirror any more; any other pip.conf is left alone. One module run where find, mv and file tasks
+cost one task result each on every host.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: package_sources
+short_description: Disable the other apt sources beside an exclusive mirror, or put them back; remove a stale pip.conf
+options:
+  places:
+    type: list
+    elements: dict
+    required: true
+    description: Directories (C(path)) and the file name patterns (C(patterns), globs) of the apt sources in them, renamed copies included.
+  excludes: {type: list, elements: str, default: [], description: File name patterns never touched (the mirror's own source, cluster-cli's own).}
+  suffix: {type: str, required: true, description: What a disabled source's name ends with.}
+  exclusive: {type: bool, required: true, description: Disable the other sources (true) or put the disabled ones back (false).}
+  stale_pip_conf: {type: path, description: A pip.conf to remove when it holds C(pip_conf_marker).}
+  pip_conf_marker: {type: str, default: "", description: What a line of a pip.conf this role wrote starts with.}
+"""
+
+RETURN = r"""
+disabled: {type: list, description: The sources renamed to NAME + suffix.}
+restored: {type: list, description: The renamed sources put back under their names.}
+shadowed: {type: list, description: Renamed sources left as they are because their name is taken again.}
+removed: {type: list, description: The stale pip.conf, when it was removed.}
+"""
+
+
+def sources(places: list[dict], excludes: list[str]) -> list[str]:
+    """The regular files of ``places`` whose names match a pattern and no exclude, sorted."""
+    found = []
+    for place in places:
+        try:
+            names = os.listdir(place["path"])
+        except FileNotFoundError:
+            continue
+        for name in names:
+            path = os.path.join(place["path"], name)
+            if (any(fnmatch.fnmatch(name, pattern) for pattern in place["patterns"])
+                    and not any(fnmatch.fnmatch(name, pattern) for pattern in excludes)
+                    and os.path.isfile(path) and not os.path.islink(path)):
+                found.append(path)
+    return sorted(found)
+
+
+def plan(found: list[str], suffix: str, exclusive: bool) -> tuple[list[str], list[str], list[str]]:
+    """(to disable, to put back, shadowed): exclusive disables every active source; otherwise each
+    disabled one goes back unless an active file holds its name again."""
+    active = [path for path in found if not path.endswith(suffix)]
+    disabled = [path for path in found if path.endswith(suffix)]
+    if exclusive:
+        return active, [], []
+    taken = {path + suffix for path in active}
+    return [], [path for path in disabled if path not in taken], [path for path in disabled if path in taken]
+
+
+def holds_marker(path: str, marker: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return any(line.startswith(marker) for line in handle)
+    except FileNotFoundError:
+        return False
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "places": {"type": "list", "elements": "dict", "required": True},
+            "excludes": {"type": "list", "elements": "str", "default": []},
+            "suffix": {"type": "str", "required": True},
+            "exclusive": {"type": "bool", "required": True},
+            "stale_pip_conf": {"type": "path"},
+            "pip_conf_marker": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    suffix = params["suffix"]
+    to_disable, to_restore, shadowed = plan(sources(params["places"], params["excludes"]), suffix, params["exclusive"])
+    stale = params["stale_pip_conf"]
+    removed = [stale] if stale and params["pip_conf_marker"] and holds_marker(stale, params["pip_conf_marker"]) else []
+    if not module.check_mode:
+        # coreutils mv, as before: --backup=numbered keeps an earlier renamed copy, --no-clobber
+        # never overwrites a name taken again in the meantime.
+        for path in to_disable:
+            module.run_command(["mv", "--backup=numbered", "--", path, path + suffix], check_rc=True)
+        for path in to_restore:
+            module.run_command(["mv", "--no-clobber", "--", path, path[: -len(suffix)]], check_rc=True)
+        for path in removed:
+            os.remove(path)
+    for path in shadowed:
+        module.warn(f"{path} was not put back: {path[: -len(suffix)]} exists again. "
+                    "Compare the two and delete the one that is not wanted.")
+    module.exit_json(changed=bool(to_disable or to_restore or removed), disabled=to_disable, restored=to_restore,
+                     shadowed=shadowed, removed=removed)
+
+
+if __name__ == "__main__":
+    main()
