@@ -525,6 +525,23 @@ def cluster_files_changes(contents: dict[str, str | None], items: list[dict[str,
     return written + [path for path in absent if contents.get(path) is not None]
 
 
+def keys_mismatched(hosts: list[str], results: list[dict[str, Any]], checksum: str) -> list[str]:
+    """The ``hosts`` whose key differs from ``checksum`` and carries the marker of a key cluster-cli installed.
+
+    ``results``: each host's registered ``sha256sum -- KEY MARKER`` command (in the order of
+    ``hosts``); a line "CHECKSUM  PATH" for each file that exists (a missing one is an error line on
+    stderr). A host without the key or without the marker (a new host, a key the package made)
+    passes.
+    """
+    mismatched = []
+    for host, result in zip(hosts, results):
+        key, marker = result["cmd"][-2:]
+        sums = dict(reversed(line.split("  ", 1)) for line in result.get("stdout_lines", []) if "  " in line)
+        if marker in sums and key in sums and sums[key] != checksum:
+            mismatched.append(host)
+    return mismatched
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -550,4 +567,5 @@ class FilterModule:
             "directory_items": directory_items,
             "cluster_files_changes": cluster_files_changes,
             "slurmd_not_reregistered": slurmd_not_reregistered,
+            "keys_mismatched": keys_mismatched,
         }

@@ -716,3 +716,27 @@ def test_directory_items_share_one_owner_group_and_mode() -> None:
         {"path": "/a", "owner": "root", "group": "root", "mode": "0700"},
         {"path": "/b", "owner": "root", "group": "root", "mode": "0700"},
     ]
+
+
+# ---- keys_mismatched --------------------------------------------------------------------------
+
+def _sums(*lines: str) -> dict:
+    return {"cmd": ["sha256sum", "--", "/etc/munge/munge.key", "/etc/munge/.marker"], "stdout_lines": list(lines)}
+
+
+def test_keys_mismatched_only_where_the_key_is_marked_and_differs() -> None:
+    results = [
+        _sums("aaa  /etc/munge/munge.key", "mmm  /etc/munge/.marker"),  # the control node's key
+        _sums("bbb  /etc/munge/munge.key", "mmm  /etc/munge/.marker"),  # another key cluster-cli installed
+        _sums("bbb  /etc/munge/munge.key"),  # another key, not cluster-cli's (the package made it)
+        _sums("mmm  /etc/munge/.marker"),  # marked, key gone
+        _sums(),  # a new host
+    ]
+    assert F.keys_mismatched(["h1", "h2", "h3", "h4", "h5"], results, "aaa") == ["h2"]
+
+
+def test_keys_mismatched_reads_the_paths_from_the_command() -> None:
+    # The marker's path is the command's last argument, whatever it is called.
+    result = {"cmd": ["sha256sum", "--", "/k", "/m x"], "stdout_lines": ["bbb  /k", "ccc  /m x"]}
+    assert F.keys_mismatched(["h"], [result], "aaa") == ["h"]
+    assert F.keys_mismatched(["h"], [result], "bbb") == []
