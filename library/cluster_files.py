@@ -30,7 +30,8 @@ options:
     type: list
     elements: dict
     default: []
-    description: Directories to create (parents too) with owner, group and mode, in order.
+    description: Directories to create (parents too) with owner, group and mode, in order; with C(keep) an existing
+      one is left as it is (a file system mounted there); C(label) names the setting in a refusal.
   files:
     type: list
     elements: dict
@@ -87,8 +88,9 @@ def ensure_directory(item: dict, check: bool) -> bool:
     path, (uid, gid), mode = item["path"], _ids(item), _mode(item, 0o755)
     info = _lstat(path)
     if info is not None and not stat.S_ISDIR(info.st_mode):
-        raise Refused(f"{path} exists and is not a directory (a symbolic link is not followed)")
-    if info is not None and not _attributes_differ(info, uid, gid, mode):
+        label = f" ({item['label']})" if item.get("label") else ""
+        raise Refused(f"{path}{label} exists and is not a directory (a symbolic link is not followed)")
+    if info is not None and (item.get("keep") or not _attributes_differ(info, uid, gid, mode)):
         return False
     if not check:
         os.makedirs(path, mode=0o755, exist_ok=True)

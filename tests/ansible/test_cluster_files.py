@@ -99,3 +99,24 @@ def test_backup_keeps_the_old_bytes_beside_the_new_file(tmp_path: Path) -> None:
     assert run.returncode == 0, run.explain()
     backup = Path(result["backups"][str(tmp_path / "etc" / "a.conf")])
     assert backup.parent == tmp_path / "etc" and backup.read_text() == "theirs\n"
+
+
+def test_a_kept_directory_is_made_where_missing_and_left_as_it_is_where_it_exists(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    wanted = {"directories": [{"path": str(shared), "owner": "root", "group": "root", "mode": "0755", "keep": True}]}
+    run, made = _converge(tmp_path, wanted)
+    assert run.returncode == 0 and made["changed_paths"] == [str(shared)], run.explain()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    shared.chmod(0o1777)  # a file system mounted there, with its own mode: not ours to change
+    run, again = _converge(tmp_path, wanted)
+    assert run.returncode == 0 and not again["changed"], run.explain()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
+def test_a_file_where_a_directory_belongs_is_refused_naming_its_setting(tmp_path: Path) -> None:
+    (tmp_path / "smoke").write_text("not a directory\n")
+    wanted = {"directories": [{"path": str(tmp_path / "smoke"), "keep": True, "label": "training_env_work_dir"}]}
+    run, _ = _converge(tmp_path, wanted)
+    assert run.returncode != 0, run.explain()
+    assert f"{tmp_path / 'smoke'} (training_env_work_dir) exists and is not a directory" in run.text
+    assert (tmp_path / "smoke").read_text() == "not a directory\n"
