@@ -21,6 +21,7 @@ import os
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.parsing.convert_bool import boolean
 
 DOCUMENTATION = r"""
 module: cluster_accounts
@@ -79,29 +80,48 @@ def read_databases(root: str) -> tuple[dict[str, tuple[str, str]], dict[str, str
             {name: fields[2] for name, fields in group.items()})
 
 
+def _flag(item: dict, key: str, default: bool = False) -> bool:
+    """A yes/no of an item; "false" (a templated string) is false."""
+    try:
+        return boolean(item.get(key, default), strict=True)
+    except TypeError:
+        raise Refused(f"{item.get('name')}: {key} must be true or false, not {item.get(key)!r}") from None
+
+
+def _id(value: object) -> str:
+    """An id as getent writes it: a decimal without sign or leading zeros ("064030" and 64030 alike)."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise Refused(f"{value!r} is not a user or group id")
+    return str(number)
+
+
 def plan(params: dict, users: dict[str, tuple[str, str]], groups: dict[str, str]) -> tuple[list, list, list[str]]:
     """The groups and users to create, and the warnings about kept accounts; Refused with every
     strict mismatch and every taken id, all at once."""
     host = f"{params['host']}: " if params["host"] else ""
-    wanted_gid = {group["name"]: str(group["gid"]) for group in params["groups"]}
+    wanted_gid = {group["name"]: _id(group["gid"]) for group in params["groups"]}
     mismatches: list[tuple[bool, str]] = []  # (strict, what differs)
     taken: list[str] = []
     new_groups, new_users = [], []
     for group in params["groups"]:
-        name, gid = group["name"], str(group["gid"])
+        name, gid = group["name"], _id(group["gid"])
         if name in groups:
             if groups[name] != gid:
-                mismatches.append((bool(group.get("strict", True)), f"group {name} has GID {groups[name]}, expected {gid}"))
+                mismatches.append((_flag(group, "strict", True), f"group {name} has GID {groups[name]}, expected {gid}"))
             continue
         holders = [holder for holder, held in groups.items() if held == gid]
         taken += [f"GID {gid} belongs to group {holder}, so group {name} cannot be created with it" for holder in holders]
         new_groups.append(group)
     for user in params["users"]:
-        name, uid, primary = user["name"], str(user["uid"]), user["group"]
+        name, uid, primary = user["name"], _id(user["uid"]), user["group"]
         if primary not in wanted_gid and primary not in groups:
             raise Refused(f"{host}user {name}: its primary group {primary} neither exists nor is among the groups to create.")
         if name in users:
-            strict = bool(user.get("strict", True))
+            strict = _flag(user, "strict", True)
             have_uid, have_gid = users[name]
             if have_uid != uid:
                 mismatches.append((strict, f"user {name} has UID {have_uid}, expected {uid}"))
@@ -125,12 +145,8 @@ def plan(params: dict, users: dict[str, tuple[str, str]], groups: dict[str, str]
     return new_groups, new_users, kept
 
 
-def _flag(item: dict, key: str) -> bool:
-    return bool(item.get(key, False))
-
-
 def groupadd_argv(group: dict, root: str) -> list[str]:
-    argv = ["groupadd", "--gid", str(group["gid"])]
+    argv = ["groupadd", "--gid", _id(group["gid"])]
     if _flag(group, "system"):
         argv.append("--system")
     if root not in ("", "/"):
@@ -139,7 +155,7 @@ def groupadd_argv(group: dict, root: str) -> list[str]:
 
 
 def useradd_argv(user: dict, root: str) -> list[str]:
-    argv = ["useradd", "--uid", str(user["uid"]), "--gid", user["group"]]
+    argv = ["useradd", "--uid", _id(user["uid"]), "--gid", user["group"]]
     if _flag(user, "system"):
         argv.append("--system")
     argv.append("--create-home" if _flag(user, "create_home") else "--no-create-home")
@@ -168,6 +184,9 @@ def main() -> None:
     try:
         users, groups = read_databases(root)
         new_groups, new_users, kept = plan(params, users, groups)
+        # Groups first: a new user's primary group may be one of them.
+        commands = [("groups", group["name"], groupadd_argv(group, root)) for group in new_groups]
+        commands += [("users", user["name"], useradd_argv(user, root)) for user in new_users]
     except (Refused, OSError) as error:
         module.fail_json(msg=str(error))
     except KeyError as missing:
@@ -175,16 +194,13 @@ def main() -> None:
     for text in kept:
         module.warn(text)
     created: dict[str, list[str]] = {"groups": [], "users": []}
-    result = {"changed": bool(new_groups or new_users), "created": created, "kept": kept}
-    # Groups first: a new user's primary group may be one of them.
-    for kind, items, make_argv in (("groups", new_groups, groupadd_argv), ("users", new_users, useradd_argv)):
-        for item in items:
-            if not module.check_mode:
-                argv = make_argv(item, root)
-                rc, out, err = module.run_command(argv)
-                if rc != 0:
-                    module.fail_json(msg=f"{' '.join(argv)} failed (exit {rc}): {(err or out).strip()}", **result)
-            created[kind].append(item["name"])
+    result = {"changed": bool(commands), "created": created, "kept": kept}
+    for kind, name, argv in commands:
+        if not module.check_mode:
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg=f"{' '.join(argv)} failed (exit {rc}): {(err or out).strip()}", **result)
+        created[kind].append(name)
     module.exit_json(**result)
 
 

@@ -138,9 +138,12 @@ def test_a_wanted_id_another_name_holds_fails_and_nothing_is_created(tmp_path: P
     assert _databases(root) == before
 
 
-def test_a_non_strict_account_with_other_ids_is_kept_with_a_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("strict", [False, "false"])  # a templated string "false" is false, not a non-empty string
+def test_a_non_strict_account_with_other_ids_is_kept_with_a_warning(tmp_path: Path, strict: object) -> None:
     root = fake_root(tmp_path, PASSWD + "munge:x:105:106::/nonexistent:/usr/sbin/nologin\n", GROUP + "munge:x:106:\n")
-    run, result = _run(tmp_path, accounts(root))
+    args = accounts(root)
+    args["groups"][1]["strict"] = args["users"][1]["strict"] = strict
+    run, result = _run(tmp_path, args)
     assert run.returncode == 0, run.explain()
     kept = [f"{HOST}: group munge has GID 106, expected 64031: kept as it is (munge's ids need not match across hosts).",
             f"{HOST}: user munge has UID 105, expected 64031: kept as it is (munge's ids need not match across hosts).",
