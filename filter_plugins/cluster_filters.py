@@ -115,49 +115,6 @@ def slurm_node_names(hosts: list[str], hostvars: Any) -> list[str]:
     return names
 
 
-def account_id_mismatches(name: str, user_entry: list, group_entry: list, uid: Any, gid: Any) -> list[str]:
-    """What differs between an existing user/group ``name`` and the wanted ids, one message each.
-
-    ``user_entry``/``group_entry``: the getent passwd entry [x, uid, gid, gecos, home, shell] and
-    group entry [x, gid, members] of ``name``, [] when missing. The ids compare as strings.
-
-        __training_env_id_mismatches: >-
-          {{ training_env_test_user | account_id_mismatches(__training_env_user_entry, __training_env_group_entry,
-             training_env_test_user_uid, training_env_test_user_gid) }}
-    """
-    uid, gid = str(uid), str(gid)
-    found = []
-    if len(user_entry) > 2 and user_entry[1] != uid:
-        found.append(f"user {name} has UID {user_entry[1]}, expected {uid}")
-    if len(user_entry) > 2 and user_entry[2] != gid:
-        found.append(f"user {name} has primary GID {user_entry[2]}, expected {gid}")
-    if len(group_entry) > 1 and group_entry[1] != gid:
-        found.append(f"group {name} has GID {group_entry[1]}, expected {gid}")
-    return found
-
-
-def account_ids_taken(
-    passwd: dict, group: dict, user_entry: list, group_entry: list, uid: Any, gid: Any
-) -> list[str]:
-    """The wanted ids other accounts already hold, for a user and group still to be created.
-
-    ``passwd``/``group``: the getent databases ({name: [x, id, ...]}); ``user_entry``/``group_entry``:
-    the wanted account's own entries, [] when it is missing (only then is its id looked for).
-    In database order, one message per holder.
-
-        __training_env_id_taken: >-
-          {{ ansible_facts.getent_passwd | account_ids_taken(ansible_facts.getent_group, __training_env_user_entry,
-             __training_env_group_entry, training_env_test_user_uid, training_env_test_user_gid) }}
-    """
-    uid, gid = str(uid), str(gid)
-    found = []
-    if len(user_entry) == 0:
-        found += [f"UID {uid} belongs to user {holder}" for holder, entry in passwd.items() if entry[1] == uid]
-    if len(group_entry) == 0:
-        found += [f"GID {gid} belongs to group {holder}" for holder, entry in group.items() if entry[1] == gid]
-    return found
-
-
 def fake_gpu_stat_lines(gpus: list[dict], major: Any) -> list[str]:
     """What ``stat --format='%n|%F|%t|%T'`` prints for each fake GPU made right: its path, a
     character special file, and the major and minor numbers in hex (Jinja's ``int`` on both).
@@ -550,8 +507,6 @@ class FilterModule:
             "service_manager": service_manager,
             "role_default": role_default,
             "slurm_node_names": slurm_node_names,
-            "account_id_mismatches": account_id_mismatches,
-            "account_ids_taken": account_ids_taken,
             "fake_gpu_stat_lines": fake_gpu_stat_lines,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,

@@ -19,6 +19,7 @@ from role_runner import HOST, ansible_playbook, is_root, run_tasks
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
 THROWAWAY = "clitest-smoke"
+RESULTS_PER_HOST_OF_ACCOUNTS = 6
 
 
 def free_id(start: int = 64190) -> int:
@@ -63,7 +64,7 @@ def test_ids_held_by_other_accounts_fail_before_anything_is_created(tmp_path: Pa
         training_env_test_user_gid=free_id(),
     )
     assert run.returncode != 0
-    assert f"{HOST}: UID {pwd.getpwnam('nobody').pw_uid} belongs to user nobody, so the test user clitest-no-such-user cannot be created" in run.text
+    assert f"{HOST}: UID {pwd.getpwnam('nobody').pw_uid} belongs to user nobody, so user clitest-no-such-user cannot be created with it. Choose free ids for the test user" in run.text
 
 
 @pytest.fixture
@@ -101,6 +102,15 @@ def test_user_group_home_and_work_dir_are_created_once(tmp_path: Path, throwaway
     again = run_tasks(tmp_path / "again", "training_env", phases, variables)
     assert again.returncode == 0, again.explain()
     assert again.recap()["changed"] == 0
+
+    # Results per host of the account tasks once the account is there (issue 17): the two includes, the two
+    # run_once variable checks, the check of the ids (was getent, two asserts and a warning) and the creation,
+    # skipped when the check found nothing missing (was a group task and a user task).
+    accounts = run_tasks(tmp_path / "accounts", "training_env", ["preflight", "test_user"], variables)
+    recap = accounts.recap()
+    assert accounts.returncode == 0 and recap["changed"] == 0, accounts.explain()
+    assert recap["ok"] + recap["skipped"] + recap["failed"] <= RESULTS_PER_HOST_OF_ACCOUNTS, recap
+    assert "skipping: [testhost]" in accounts.text
 
     # Another host would have it with another UID: the play stops there, nothing is renumbered.
     other = free_id(number + 1)
