@@ -66,8 +66,7 @@ def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool 
             _write_key(keys / f"{host}.key", local_key if key == b"same" else key)
             if host not in unmarked:
                 (keys / f"{host}.marker").touch()
-    socket, daemon = tmp_path / "munge.socket", tmp_path / "munged"
-    socket.touch()
+    daemon = tmp_path / "munged"
     daemon.write_text("#!/bin/sh\n")  # stands in for munged: nothing runs it, no pid file names it
     extra = {
         "munge_key_src": str(tmp_path / "munge.key"),
@@ -83,7 +82,7 @@ def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool 
         "__munge_pidfile": str(tmp_path / "munged.pid"),
         "__munge_daemon": str(daemon),
         "__munge_start": ["true"],
-        "__munge_socket": str(socket),
+        "__munge_run_dir": str(tmp_path / "run"),
     }
     went_on = {"name": "After the check", "ansible.builtin.debug": {"msg": "went on"}}
     play = play or {"tasks": [_include("munge", name) for name in tasks] + [went_on]}
@@ -139,7 +138,8 @@ def test_rotating_skips_the_check_and_replaces_the_key_on_every_host(tmp_path: P
     for host in HOSTS:
         assert (tmp_path / "hosts" / f"{host}.key").read_bytes() == local_key, host
         assert (tmp_path / "hosts" / f"{host}.marker").is_file(), f"{host}: the key is not marked as the cluster's"
-    assert "Start munged again" in run.stdout, "munged was not restarted after the key changed"
+    assert "Stop munged" in run.stdout and "Start munged" in run.stdout, "munged was not restarted after the key changed"
+    assert (tmp_path / "run").is_dir(), "the restart did not make munged's runtime directory first"
 
 
 STORAGE = "DbdPort=6819\nStorageType=accounting_storage/mysql\nStorageUser=slurm\nStoragePass={}\n"
