@@ -222,7 +222,10 @@ def run_ad_hoc(inventory: Path, host: str, argv: Sequence[str], timeout_s: float
     project = project_dir()
     command = [ansible_tool("ansible"), host, "-i", str(inventory), "-m", "ansible.builtin.command"]
     command += ["-a", json.dumps({"argv": list(argv)})]
-    environment = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # ANSIBLE_FORCE_COLOR (CI systems and molecule set it) would win over NOCOLOR and wrap the
+    # output the callers parse in escape codes.
+    environment = dict(os.environ, ANSIBLE_CONFIG=str(project / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                       ANSIBLE_FORCE_COLOR="0")
     try:
         completed = subprocess.run(
             command, cwd=project, env=environment, capture_output=True, text=True, timeout=timeout_s, check=False
