@@ -18,7 +18,10 @@
 # message for the same role are named on one line.
 from __future__ import annotations
 
+import json
 import os
+
+from jinja2 import Environment, meta
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleError
@@ -70,6 +73,8 @@ class _Role:
 
 
 class ActionModule(ActionBase):
+    # Parses templates only to learn the variables they name (Ansible renders them).
+    _jinja = Environment()
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
@@ -90,6 +95,8 @@ class ActionModule(ActionBase):
         host_vars: dict[str, dict] = {}
         failures: dict[tuple[str, str], list[str]] = {}  # (role, message) -> hosts, in order of finding
         checked = set()
+        templar = self._templar.copy_with_new_env(available_variables={})
+        memo: dict = {}
         for play in plays:
             play_roles = [roles.setdefault(name, self._role(name, task_vars)) for name in play["roles"]]
             # Every role of a play sees the defaults of the play's roles, its own on top (Ansible's order).
@@ -102,7 +109,7 @@ class ActionModule(ActionBase):
                     host_vars[host] = hostvars.raw_get(host)
                 for role, layer in zip(play_roles, layers):
                     checked.add((host, role.name))
-                    for message in self._validate(role, layer, host_vars[host], hostvars):
+                    for message in self._validate(role, layer, host_vars[host], hostvars, templar, memo):
                         failures.setdefault((role.name, message), []).append(host)
 
         hosts = {host for host, _ in checked}
@@ -139,23 +146,103 @@ class ActionModule(ActionBase):
         manager.subset(task_vars.get("ansible_limit"))
         return manager
 
-    def _validate(self, role: _Role, layer: dict, host: dict, hostvars) -> list[str]:
+    def _validate(self, role: _Role, layer: dict, host: dict, hostvars, templar, memo: dict) -> list[str]:
         """The validator's messages for one host's variables (over the role's defaults and vars)."""
         # Precedence as a task of the role sees it: role defaults < inventory and extra vars (``host``).
         # The role's vars (private __ROLE_ names, never an option) sit below the host's here, so
         # they only serve a default's template.
         variables = {"hostvars": hostvars, **layer, **host}
-        given = {name: variables[name] for name in role.options if name in variables}
+        values = {}
+        for name in role.options:
+            if name not in variables:
+                continue
+            value = variables[name]
+            if self._is_template(templar, value, memo):
+                try:
+                    value = self._render(templar, value, variables, memo)
+                except AnsibleError as error:
+                    return [f"cannot template {name}: {error.message}"]
+            values[name] = value
+        # The same values give the same messages: most hosts share theirs (extra vars, defaults). Their
+        # JSON text is the key, and what is validated when it is their whole (plain data: the validator's
+        # deep copy of tagged values costs ten times more).
+        unknown: list = []
         try:
-            values = self._templar.copy_with_new_env(available_variables=variables).template(given)
-        except AnsibleError as error:
-            return [f"cannot template its variables: {error.message}"]
-        messages = role.validator.validate(values, validate_role_argument_spec=True).error_messages
+            text = json.dumps(values, sort_keys=True, default=lambda value: unknown.append(value) or repr(value))
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and (role.name, text) in memo:
+            return memo[role.name, text]
+        plain = json.loads(text) if text is not None and not unknown else values
+        messages = role.validator.validate(plain, validate_role_argument_spec=True).error_messages
         for name in role.secret:
             secret = values.get(name)
             if isinstance(secret, str) and secret:
                 messages = [message.replace(secret, "********") for message in messages]
+        if text is not None:
+            memo[role.name, text] = messages
         return messages
+
+    @staticmethod
+    def _is_template(templar, value, memo: dict) -> bool:
+        """Whether ``value`` holds a template; known once per object (defaults and extra vars are the same
+        objects for every host, and stay alive while the action runs)."""
+        key = ("is_template", id(value))
+        if key not in memo:
+            memo[key] = (templar.is_template(value), value)  # the value is kept: its id is not reused
+        return memo[key][0]
+
+    def _render(self, templar, value, variables: dict, memo: dict):
+        """``value`` rendered in a host's variables, as Ansible's check renders it. Rendered once for all
+        the hosts whose variables it reads (all it names, and what their templates name) are the same."""
+        names = self._names(templar, value, variables, memo)
+        key = None
+        if names is not None:
+            try:
+                key = ("render", id(value), json.dumps([variables.get(name, "\0undefined") for name in names],
+                                                       sort_keys=True, default=lambda found: f"<{type(found).__name__} {id(found)}>"))
+            except (TypeError, ValueError):
+                key = None
+        if key is not None and key in memo:
+            return memo[key][0]
+        templar.available_variables = variables
+        rendered = templar.template(value)
+        if key is not None:
+            memo[key] = (rendered, value, [variables.get(name) for name in names])  # ids in the key stay alive
+        return rendered
+
+    def _names(self, templar, value, variables: dict, memo: dict) -> list[str] | None:
+        """Every variable the templates of ``value`` name, and the variables their own templates name,
+        sorted; None when a template cannot be parsed (it is then rendered for every host)."""
+        found: set[str] = set()
+        pending = [value]
+        while pending:
+            for text in self._template_strings(pending.pop()):
+                key = ("names", text)
+                if key not in memo:
+                    try:
+                        memo[key] = frozenset(meta.find_undeclared_variables(self._jinja.parse(text)))
+                    except Exception:  # noqa: BLE001 - any parse failure: no shortcut
+                        memo[key] = None
+                if memo[key] is None:
+                    return None
+                for name in memo[key] - found:
+                    found.add(name)
+                    if name in variables and name != "hostvars" and self._is_template(templar, variables[name], memo):
+                        pending.append(variables[name])
+        return sorted(found)
+
+    @classmethod
+    def _template_strings(cls, value):
+        if isinstance(value, str):
+            if "{" in value:
+                yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from cls._template_strings(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from cls._template_strings(item)
 
     @staticmethod
     def _named(hosts: list[str]) -> str:

@@ -192,27 +192,50 @@ def test_a_host_outside_the_limit_is_not_checked(tmp_path: Path) -> None:
     assert failed.returncode != 0 and [error["hosts"] for error in result_of(failed)["argument_errors"]] == [["c2"]]
 
 
-def test_a_missing_required_option_is_named(tmp_path: Path) -> None:
-    """The repository's roles have no required option (each has a default, test_role_interface.py):
-    a role of the test's own with one, found through the roles path."""
+def run_own_role(tmp_path: Path, compute_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The preflight's task over a role of the test's own, found in the playbook's roles/: a required
+    option (the repository's roles have none: each has a default, test_role_interface.py) and an int
+    whose default is a template reading other variables."""
     role = tmp_path / "roles" / "needs_a_value"
-    (role / "meta").mkdir(parents=True)
+    for directory in ("meta", "defaults"):
+        (role / directory).mkdir(parents=True)
     (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump({"argument_specs": {"main": {"options": {
         "needs_a_value_name": {"type": "str", "required": True, "description": "A value no default gives."},
-        "needs_a_value_port": {"type": "int", "default": 1, "description": "Has a default."},
+        "needs_a_value_port": {"type": "int", "default": "{{ needs_a_value_base | default(1) }}",
+                               "description": "A template."},
     }}}}))
+    (role / "defaults" / "main.yml").write_text('needs_a_value_port: "{{ needs_a_value_base | default(1) }}"\n')
     task = preflight_task()
     task["cluster_role_arguments"]["plays"] = [{"hosts": "slurm_compute", "roles": ["needs_a_value"]}]
     play = [{"name": "Role arguments", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    (tmp_path / "inventory.json").write_text(json.dumps(small_inventory({"c1": {"needs_a_value_name": "x"},
-                                                                         "c3": {"needs_a_value_name": "y"}})))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_STDOUT_CALLBACK": "minimal",
-           "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
+    (tmp_path / "inventory.json").write_text(json.dumps(small_inventory(compute_vars)))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+           "ANSIBLE_STDOUT_CALLBACK": "minimal", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
     done = subprocess.run([ansible_playbook(), "-i", str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
-    assert done.returncode != 0, done.stdout[-3000:]
-    result = result_of(PlaybookRun(done.returncode, done.stdout, done.stderr))
+    run = PlaybookRun(done.returncode, done.stdout, done.stderr)
+    assert (done.returncode == 0) == ("argument_errors" not in result_of(run)), run.explain()
+    return result_of(run)
+
+
+def test_a_missing_required_option_is_named(tmp_path: Path) -> None:
+    result = run_own_role(tmp_path, {"c1": {"needs_a_value_name": "x"}, "c3": {"needs_a_value_name": "y"}})
     assert result["argument_errors"] == [{"role": "needs_a_value", "hosts": ["c2"],
                                           "message": "missing required arguments: needs_a_value_name"}], result
     assert "role needs_a_value on c2: missing required arguments: needs_a_value_name" in result["msg"]
+
+
+def test_a_default_template_is_rendered_in_each_hosts_variables(tmp_path: Path) -> None:
+    """Rendered as Ansible's own check renders it, for each host: c2's default reads its variable, and
+    that one's template reads another (the same template, other values: not one result for all)."""
+    named = {"needs_a_value_name": "x"}
+    result = run_own_role(tmp_path, {
+        "c1": named,
+        "c2": {**named, "needs_a_value_base": "{{ needs_a_value_word }}", "needs_a_value_word": "seven"},
+        "c3": {**named, "needs_a_value_base": "{{ needs_a_value_word }}", "needs_a_value_word": "7"},
+    })
+    assert [(error["hosts"], error["message"]) for error in result["argument_errors"]] == [
+        (["c2"], "argument 'needs_a_value_port' is of type str and we were unable to convert to int: "
+                 "\"'seven'\" cannot be converted to an int")], result
+    assert result["checked"] == {"hosts": 3, "host_roles": 3}
