@@ -1,8 +1,7 @@
 """setuptools hook: the wheel carries what cluster-cli runs, so `pip install .` or pipx works.
 
-The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/,
-action_plugins/) and the training jobs
-(training/) live at the top of the source tree, where Ansible users and molecule use them as
+The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, action_plugins/) and
+the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
 cluster_cli.paths.project_root() finds it there. An editable install keeps using the checkout.
 """

@@ -16,11 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _whole_roles(play: dict) -> list[str]:
-    """The roles a play applies whole, in its order: pre_tasks' include_role, roles, tasks'
-    include_role (an include with tasks_from runs one entry point, not the role)."""
+    """The roles a play applies whole, in its order: pre_tasks' include_role and import_role, roles,
+    tasks' include_role and import_role (one with tasks_from runs one entry point, not the role)."""
     def included(tasks: list[dict]) -> list[str]:
-        return [task["ansible.builtin.include_role"]["name"] for task in tasks
-                if "tasks_from" not in task.get("ansible.builtin.include_role", {"tasks_from": None})]
+        calls = [task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role") for task in tasks]
+        return [call["name"] for call in calls if call and "tasks_from" not in call]
     roles = [entry if isinstance(entry, str) else entry["role"] for entry in play.get("roles", [])]
     return included(play.get("pre_tasks", [])) + roles + included(play.get("tasks", []))
 

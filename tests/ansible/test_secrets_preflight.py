@@ -207,7 +207,10 @@ def test_rotating_the_password_skips_the_check(tmp_path: Path) -> None:
 
 def test_site_checks_the_secrets_on_every_host_before_any_role_changes_one() -> None:
     plays = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
-    first_role_play = next(index for index, play in enumerate(plays) if play.get("roles"))
+    # the first play that applies a role whole (roles:, or import_role/include_role without tasks_from)
+    first_role_play = next(index for index, play in enumerate(plays) if play.get("roles") or any(
+        "tasks_from" not in call for task in play.get("pre_tasks", []) + play.get("tasks", [])
+        for call in (task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role"),) if call))
     checks = [index for index, play in enumerate(plays)
               for task in play.get("tasks", [])
               for role in (task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role") or {},)
