@@ -348,7 +348,8 @@ def deploy(
     if rotate:
         prepared, files = _rotate(console, prepared, inventory, build_dir)
     scope = None if full or limit or rotate else ",".join(found.hosts_to_apply())
-    options = PlaybookOptions(check=check, diff=diff, limit=limit or scope, tags=tags, verbosity=max(verbose - 1, 0))
+    options = PlaybookOptions(check=check, diff=diff, limit=deploy_steps.limit_with_control_node(limit or scope, cluster),
+                              tags=tags, verbosity=max(verbose - 1, 0))
     retired = deploy_steps.write_retired_inventory(prepared)
     if retired and scope is not None:
         console.print(f"stopping slurmd on the hosts that left the inventory: {', '.join(retired)}")

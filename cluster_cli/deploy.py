@@ -196,6 +196,16 @@ def batch_vars(cluster: Cluster, batch: int) -> dict[str, int]:
     return {"deploy_slurmd_serial": max(1, batch // per_host), "slurmd_restart_batch": min(batch, per_host)}
 
 
+def limit_with_control_node(limit: str | None, cluster: Cluster) -> str | None:
+    """``--limit`` plus the control node, so that site.yml's control-node preflight (the rendered
+    files, the munge key's mode, every role's arguments) also runs in a limited deploy: Ansible
+    leaves the implicit localhost out of any limit that does not name it. Unchanged when a cluster
+    host is called localhost (the local cluster): naming it would widen the limit to that host."""
+    if not limit or "localhost" in cluster.hosts:
+        return limit
+    return f"{limit},localhost"
+
+
 def rollout_settings(cluster: Cluster, batch: int | None, max_fail: int | None) -> tuple[int | None, int]:
     """The waves' size (``--batch``, else the inventory's ``deploy.batch``) and their failure threshold
     (``--max-fail-percentage``, else ``deploy.max_fail_percentage``; unset: 0 in waves, a failed
