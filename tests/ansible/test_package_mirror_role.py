@@ -300,3 +300,20 @@ def test_check_mode_reports_the_changes_and_makes_none(host: Host) -> None:
     assert "Types: deb" in run.stdout  # the diff of the new file
     assert host.apt_files() == {str(path.relative_to(host.apt)): text for path, text in host.original.items()}
     assert not host.pip_conf.exists()
+
+
+@pytest.mark.parametrize("present", [True, False], ids=["key-there", "key-missing"])
+def test_the_signing_key_must_be_on_the_host_before_the_source_names_it(host: Host, present: bool) -> None:
+    key = host.root / "mirror.gpg"
+    if present:
+        key.write_bytes(b"not checked here")
+    run = run_tasks(host.root / "pre", "common", ["preflight"], {
+        "common_package_mirror_apt_uri": "http://mirror.internal/debian",
+        "common_package_mirror_apt_signed_by": str(key),
+        "__common_account_groups": [], "__common_account_users": [],
+    })
+    if present:
+        assert run.returncode == 0, run.explain()
+    else:
+        assert run.returncode != 0, run.explain()
+        assert f"the key file {key} (Signed-By of the package mirror, package_mirror.apt.signed_by) is missing" in run.text
