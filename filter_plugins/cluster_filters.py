@@ -174,14 +174,14 @@ def account_ids_taken(
     return found
 
 
-def fake_gpu_stat_lines(gpus: list[dict], major: Any) -> list[str]:
-    """What ``stat --format='%n|%F|%t|%T'`` prints for each fake GPU made right: its path, a
-    character special file, and the major and minor numbers in hex (Jinja's ``int`` on both).
+def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[str, Any]]:
+    """library/cluster_files.py ``devices`` items of the fake GPUs: character devices
+    ``major``:<minor> owned by root with ``mode`` (the numbers converted as Jinja's ``int`` does).
 
-        __slurmd_wanted: "{{ __slurmd_fake_gpus | fake_gpu_stat_lines(slurmd_fake_gpu_major) }}"
+        devices: "{{ __slurmd_fake_gpus | fake_gpu_device_items(slurmd_fake_gpu_major, slurmd_fake_gpu_mode) }}"
     """
-    major_hex = "%x" % _jinja_int(major)
-    return [f"{gpu['path']}|character special file|{major_hex}|{_jinja_int(gpu['minor']):x}" for gpu in gpus]
+    return [{"path": gpu["path"], "major": _jinja_int(major), "minor": _jinja_int(gpu["minor"]),
+             "owner": "root", "group": "root", "mode": str(mode)} for gpu in gpus]
 
 
 def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
@@ -552,7 +552,7 @@ class FilterModule:
             "slurm_node_names": slurm_node_names,
             "account_id_mismatches": account_id_mismatches,
             "account_ids_taken": account_ids_taken,
-            "fake_gpu_stat_lines": fake_gpu_stat_lines,
+            "fake_gpu_device_items": fake_gpu_device_items,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,
             "nccl_probe": nccl_probe,

@@ -268,19 +268,19 @@ def test_account_ids_compare_as_strings() -> None:
     assert F.account_ids_taken(PASSWD, GROUP, [], [], "0", 0) == ["UID 0 belongs to user root", "GID 0 belongs to group root"]
 
 
-# ---- fake_gpu_stat_lines (roles/slurmd) -------------------------------------------------------
+# ---- fake_gpu_device_items (roles/slurmd) -----------------------------------------------------
 
 
-def test_fake_gpu_stat_lines_print_major_and_minor_in_hex_like_stat() -> None:
-    gpus = [{"path": "/dev/fake-gpu/nvidia0", "minor": 0}, {"path": "/dev/fake-gpu/nvidia12", "minor": 12}]
-    assert F.fake_gpu_stat_lines(gpus, 195) == [
-        "/dev/fake-gpu/nvidia0|character special file|c3|0",
-        "/dev/fake-gpu/nvidia12|character special file|c3|c",
+def test_fake_gpu_device_items_are_root_character_devices_of_the_major() -> None:
+    gpus = [{"path": "/dev/fake-gpu/nvidia0", "minor": 0}, {"path": "/dev/fake-gpu/nvidia12", "minor": "12"}]
+    assert F.fake_gpu_device_items(gpus, "195", "0666") == [
+        {"path": "/dev/fake-gpu/nvidia0", "major": 195, "minor": 0, "owner": "root", "group": "root", "mode": "0666"},
+        {"path": "/dev/fake-gpu/nvidia12", "major": 195, "minor": 12, "owner": "root", "group": "root", "mode": "0666"},
     ]
 
 
-def test_fake_gpu_stat_lines_of_no_gpu() -> None:
-    assert F.fake_gpu_stat_lines([], 195) == []
+def test_fake_gpu_device_items_of_no_gpu() -> None:
+    assert F.fake_gpu_device_items([], 195, "0666") == []
 
 
 @pytest.mark.parametrize(
@@ -290,7 +290,8 @@ def test_fake_gpu_stat_lines_of_no_gpu() -> None:
 def test_fake_gpu_numbers_convert_like_jinjas_int_filter(value: object, number: int) -> None:
     # Jinja's int: strings in base 10, "42.23" -> 42, anything else 0 (the slurmd preflight rejects bad minors).
     assert F._jinja_int(value) == number
-    assert F.fake_gpu_stat_lines([{"path": "/d", "minor": value}], value) == [f"/d|character special file|{number:x}|{number:x}"]
+    [item] = F.fake_gpu_device_items([{"path": "/d", "minor": value}], value, "0666")
+    assert (item["major"], item["minor"]) == (number, number)
 
 
 # ---- ibv_devinfo_ports, ib_hca_wanted, ib_ports_missing (roles/nccl) -------------------------
