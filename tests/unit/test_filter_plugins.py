@@ -763,3 +763,47 @@ def test_directory_items_share_one_owner_group_and_mode() -> None:
         {"path": "/a", "owner": "root", "group": "root", "mode": "0700"},
         {"path": "/b", "owner": "root", "group": "root", "mode": "0700"},
     ]
+
+
+# ---- marked_block (roles/slurmd: pam_slurm_adopt in /etc/pam.d/sshd) ---------------------------
+
+SSHD = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n@include common-session\n"
+PAM_MARKER = "cluster-cli: pam_slurm_adopt"
+PAM_BLOCK = "account sufficient pam_access.so accessfile=/etc/a.conf\naccount required pam_slurm_adopt.so nodename=c1\n"
+SSHD_ADOPTED = (
+    "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
+    "# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n@include common-session\n"
+)
+
+
+def _block(text: str | None, present: object = True, block: str = PAM_BLOCK) -> str | None:
+    return F.marked_block(text, PAM_MARKER, block, "^@include common-account", present)
+
+
+def test_marked_block_goes_after_the_last_line_insertafter_matches() -> None:
+    assert _block(SSHD) == SSHD_ADOPTED
+    twice = SSHD + "@include common-account\n"
+    assert _block(twice) == SSHD + "@include common-account\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + (
+        "# END cluster-cli: pam_slurm_adopt\n")
+
+
+def test_marked_block_is_left_as_it_is_then_replaced_in_place() -> None:
+    assert _block(SSHD_ADOPTED) == SSHD_ADOPTED
+    other = PAM_BLOCK.replace("c1", "c2")
+    assert _block(SSHD_ADOPTED, block=other) == SSHD_ADOPTED.replace("nodename=c1", "nodename=c2")
+
+
+def test_marked_block_is_taken_out_when_not_present() -> None:
+    assert _block(SSHD_ADOPTED, present=False) == SSHD
+    assert _block(SSHD, present="false") == SSHD
+
+
+def test_marked_block_without_the_insertafter_line_goes_at_the_end() -> None:
+    assert _block("auth required pam_unix.so") == (
+        "auth required pam_unix.so\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n")
+
+
+def test_marked_block_of_a_missing_file() -> None:
+    assert _block(None, present=False) is None
+    with pytest.raises(F.AnsibleFilterError, match="/etc/pam.d/sshd does not exist"):
+        F.marked_block(None, PAM_MARKER, PAM_BLOCK, "^@include", True, "/etc/pam.d/sshd")
