@@ -223,6 +223,15 @@ def marked_block(text: str | None, marker: str, block: str, insertafter: str, pr
     return "".join(lines)
 
 
+def found_in(paths: list[str], directory: str) -> list[str]:
+    """The names of ``paths`` (a find's, over several directories) that lie right in ``directory``.
+
+        __slurmd_markers: "{{ __slurmd_found.files | map(attribute='path') | list | found_in(__slurmd_pending_dir) }}"
+    """
+    parent = directory.rstrip("/") or "/"
+    return [path.rsplit("/", 1)[1] for path in paths if (path.rsplit("/", 1)[0] or "/") == parent]
+
+
 def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
     """The RDMA ports ``ibv_devinfo`` lists: [{device, port, state}], in its order.
 
@@ -593,6 +602,7 @@ class FilterModule:
             "account_ids_taken": account_ids_taken,
             "fake_gpu_device_items": fake_gpu_device_items,
             "marked_block": marked_block,
+            "found_in": found_in,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,
             "nccl_probe": nccl_probe,

@@ -807,3 +807,16 @@ def test_marked_block_of_a_missing_file() -> None:
     assert _block(None, present=False) is None
     with pytest.raises(F.AnsibleFilterError, match="/etc/pam.d/sshd does not exist"):
         F.marked_block(None, PAM_MARKER, PAM_BLOCK, "^@include", True, "/etc/pam.d/sshd")
+
+
+# ---- found_in (roles/slurmd: one find over the instances' and the pending directory) -----------
+
+
+def test_found_in_keeps_the_names_right_in_the_directory() -> None:
+    paths = ["/run/slurm/slurmd-a.pid", "/var/lib/slurm/pending/restart-slurmd", "/run/slurm/sub/slurmd-b.pid",
+             "/run/slurmd-c.pid", "/x"]
+    assert F.found_in(paths, "/run/slurm") == ["slurmd-a.pid"]
+    assert F.found_in(paths, "/run/slurm/") == ["slurmd-a.pid"]
+    assert F.found_in(paths, "/var/lib/slurm/pending") == ["restart-slurmd"]
+    assert F.found_in(paths, "/") == ["x"]
+    assert F.found_in([], "/run/slurm") == []
