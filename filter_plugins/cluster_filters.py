@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleFilterError, AnsibleUndefinedVariable
+from ansible.module_utils.parsing.convert_bool import boolean
 from jinja2 import Undefined
 from jinja2.exceptions import UndefinedError
 
@@ -115,14 +116,61 @@ def slurm_node_names(hosts: list[str], hostvars: Any) -> list[str]:
     return names
 
 
-def fake_gpu_stat_lines(gpus: list[dict], major: Any) -> list[str]:
-    """What ``stat --format='%n|%F|%t|%T'`` prints for each fake GPU made right: its path, a
-    character special file, and the major and minor numbers in hex (Jinja's ``int`` on both).
+def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[str, Any]]:
+    """library/cluster_files.py ``devices`` items of the fake GPUs: character devices
+    ``major``:<minor> owned by root with ``mode`` (the numbers converted as Jinja's ``int`` does).
 
-        __slurmd_wanted: "{{ __slurmd_fake_gpus | fake_gpu_stat_lines(slurmd_fake_gpu_major) }}"
+        devices: "{{ __slurmd_fake_gpus | fake_gpu_device_items(slurmd_fake_gpu_major, slurmd_fake_gpu_mode) }}"
     """
-    major_hex = "%x" % _jinja_int(major)
-    return [f"{gpu['path']}|character special file|{major_hex}|{_jinja_int(gpu['minor']):x}" for gpu in gpus]
+    return [{"path": gpu["path"], "major": _jinja_int(major), "minor": _jinja_int(gpu["minor"]),
+             "owner": "root", "group": "root", "mode": str(mode)} for gpu in gpus]
+
+
+def marked_block(text: str | None, marker: str, block: str, insertafter: str, present: Any,
+                 path: str = "the file") -> str | None:
+    """``text`` with the lines of ``block`` between ``# BEGIN marker`` and ``# END marker`` lines,
+    as ansible.builtin.blockinfile writes them (``marker: "# {mark} <marker>"``): a block already
+    there (both markers) is replaced in place; otherwise it goes after the last line that
+    ``insertafter`` (a regex) matches, or at the end. Not ``present``: the marked lines are taken
+    out. None for a file that is not there and needs no lines; a file that is not there but
+    needs them is an error (blockinfile without ``create``).
+
+        files: "{{ [{'dest': path, 'content': contents[path] | marked_block(marker, block, '^@include', true)}] }}"
+    """
+    wanted = boolean(present, strict=False)
+    if text is None:
+        if wanted:
+            raise AnsibleFilterError(f"marked_block: {path} does not exist, so its {marker} lines cannot go in")
+        return None
+    lines = text.splitlines(True)
+    begin, end = f"# BEGIN {marker}\n", f"# END {marker}\n"
+    body = block if block.endswith("\n") else block + "\n"
+    new = [begin, *body.splitlines(True), end] if wanted and block else []
+    first = last = None
+    for number, line in enumerate(lines):
+        if line == begin:
+            first = number
+        if line == end:
+            last = number
+    if first is None or last is None:
+        matches = [number for number, line in enumerate(lines) if re.search(insertafter, line)]
+        at = matches[-1] + 1 if matches else len(lines)
+    else:
+        at = min(first, last)
+        del lines[at:max(first, last) + 1]
+    if at > 0 and not lines[at - 1].endswith("\n"):
+        lines[at - 1] += "\n"
+    lines[at:at] = new
+    return "".join(lines)
+
+
+def found_in(paths: list[str], directory: str) -> list[str]:
+    """The names of ``paths`` (a find's, over several directories) that lie right in ``directory``.
+
+        __slurmd_markers: "{{ __slurmd_found.files | map(attribute='path') | list | found_in(__slurmd_pending_dir) }}"
+    """
+    parent = directory.rstrip("/") or "/"
+    return [path.rsplit("/", 1)[1] for path in paths if (path.rsplit("/", 1)[0] or "/") == parent]
 
 
 def ibv_devinfo_ports(text: str) -> list[dict[str, str]]:
@@ -507,7 +555,9 @@ class FilterModule:
             "service_manager": service_manager,
             "role_default": role_default,
             "slurm_node_names": slurm_node_names,
-            "fake_gpu_stat_lines": fake_gpu_stat_lines,
+            "fake_gpu_device_items": fake_gpu_device_items,
+            "marked_block": marked_block,
+            "found_in": found_in,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,
             "nccl_probe": nccl_probe,

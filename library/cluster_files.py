@@ -4,9 +4,10 @@
 `file` and `copy` in a loop cost one module run (an SSH round trip and a worker) per item; a
 deploy to a thousand hosts pays that for every directory and config file of every host. This
 module takes the whole set: it reads the files asked for, makes the directories, writes the files
-(atomically, only when the bytes differ) and removes the absent ones, in that order, and says
-which paths changed. A symbolic link where a file or directory belongs is refused: the module
-never writes through one.
+(atomically, only when the bytes differ), makes the character devices and removes the absent ones,
+in that order, and says which paths changed. A symbolic link where a file or directory belongs is
+refused: the module never writes through one. Something else where a character device belongs (or
+a device with other numbers) is never replaced: the run fails before it changes anything.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ options:
     elements: dict
     default: []
     description: Files with C(dest), C(content) (text), C(owner), C(group), C(mode), C(backup) (keep a changed file's old bytes beside it).
+  devices:
+    type: list
+    elements: dict
+    default: []
+    description: Character devices with C(path), C(major), C(minor), C(owner), C(group), C(mode); their directories must exist (C(directories)).
   absent: {type: list, elements: path, default: [], description: Files to remove.}
 """
 
@@ -143,6 +149,34 @@ def ensure_file(item: dict, check: bool, backups: dict[str, str]) -> tuple[bool,
     return True, "" if old is None else old.decode("utf-8", errors="replace")
 
 
+def refuse_wrong_devices(items: list[dict]) -> None:
+    """Fail, before anything changes, when a device path holds something else than that device."""
+    wrong = []
+    for item in items:
+        info = _lstat(item["path"])
+        wanted = os.makedev(int(item["major"]), int(item["minor"]))
+        if info is not None and (not stat.S_ISCHR(info.st_mode) or info.st_rdev != wanted):
+            found = (f"character device {os.major(info.st_rdev)}:{os.minor(info.st_rdev)}"
+                     if stat.S_ISCHR(info.st_mode) else "not a character device")
+            wrong.append(f"{item['path']} is {found}, not {item['major']}:{item['minor']}")
+    if wrong:
+        raise Refused(f"These paths exist but are not the expected character devices: {'; '.join(wrong)}. "
+                      "Remove them so they can be made again.")
+
+
+def ensure_device(item: dict, check: bool) -> bool:
+    path, (uid, gid), mode = item["path"], _ids(item), _mode(item, 0o600)
+    info = _lstat(path)
+    if info is not None and not _attributes_differ(info, uid, gid, mode):
+        return False
+    if not check:
+        if info is None:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(int(item["major"]), int(item["minor"])))
+        os.chown(path, uid, gid, follow_symlinks=False)
+        os.chmod(path, mode)
+    return True
+
+
 def ensure_absent(path: str, check: bool) -> bool:
     info = _lstat(path)
     if info is None:
@@ -158,6 +192,7 @@ def converge(params: dict, check: bool) -> dict:
     result: dict = {"changed_paths": [], "contents": {}, "backups": {}, "diff": []}
     for path in params["read"]:
         result["contents"][path] = read_text(path)
+    refuse_wrong_devices(params["devices"])
     for item in params["directories"]:
         if ensure_directory(item, check):
             result["changed_paths"].append(item["path"])
@@ -168,6 +203,9 @@ def converge(params: dict, check: bool) -> dict:
         if before is not None:
             result["diff"].append({"before_header": item["dest"], "after_header": item["dest"],
                                    "before": before, "after": item.get("content", "")})
+    for item in params["devices"]:
+        if ensure_device(item, check):
+            result["changed_paths"].append(item["path"])
     for path in params["absent"]:
         if ensure_absent(path, check):
             result["changed_paths"].append(path)
@@ -182,6 +220,7 @@ def main() -> None:
             "read": {"type": "list", "elements": "path", "default": []},
             "directories": {"type": "list", "elements": "dict", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},
+            "devices": {"type": "list", "elements": "dict", "default": []},
             "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,

@@ -120,3 +120,52 @@ def test_a_file_where_a_directory_belongs_is_refused_naming_its_setting(tmp_path
     assert run.returncode != 0, run.explain()
     assert f"{tmp_path / 'smoke'} (training_env_work_dir) exists and is not a directory" in run.text
     assert (tmp_path / "smoke").read_text() == "not a directory\n"
+
+
+def _devices(tmp_path: Path) -> dict:
+    dev = tmp_path / "dev" / "fake-gpu"
+    return {
+        "directories": [{"path": str(dev), "owner": "root", "group": "root", "mode": "0755"}],
+        "devices": [{"path": str(dev / f"nvidia{minor}"), "major": 195, "minor": minor, "owner": "root",
+                     "group": "root", "mode": "0666"} for minor in (0, 1)],
+    }
+
+
+def test_character_devices_are_made_once_then_left_alone(tmp_path: Path) -> None:
+    run, first = _converge(tmp_path, _devices(tmp_path))
+    assert run.returncode == 0, run.explain()
+    dev = tmp_path / "dev" / "fake-gpu"
+    for minor in (0, 1):
+        info = (dev / f"nvidia{minor}").lstat()
+        assert stat.S_ISCHR(info.st_mode) and (os.major(info.st_rdev), os.minor(info.st_rdev)) == (195, minor)
+        assert stat.S_IMODE(info.st_mode) == 0o666
+    assert first["changed_paths"] == [str(dev), str(dev / "nvidia0"), str(dev / "nvidia1")]
+    run, second = _converge(tmp_path, _devices(tmp_path))
+    assert run.returncode == 0 and second["changed_paths"] == [], run.explain()
+
+
+@pytest.mark.parametrize("found", ["file", "other device", "symbolic link"])
+def test_something_else_at_a_device_path_is_never_replaced(tmp_path: Path, found: str) -> None:
+    dev = tmp_path / "dev" / "fake-gpu"
+    dev.mkdir(parents=True)
+    wrong = dev / "nvidia1"
+    if found == "file":
+        wrong.write_text("precious\n")
+    elif found == "other device":
+        os.mknod(wrong, stat.S_IFCHR | 0o600, os.makedev(195, 7))
+    else:
+        os.symlink("/dev/null", wrong)
+    before = wrong.lstat()
+    run, _ = _converge(tmp_path, _devices(tmp_path))
+    assert run.returncode != 0, run.explain()
+    assert f"These paths exist but are not the expected character devices: {wrong} is" in run.text, run.explain()
+    assert "Remove them so they can be made again." in run.text
+    after = wrong.lstat()
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (before.st_mode, before.st_rdev, before.st_ino)
+    assert not (dev / "nvidia0").exists(), "the run changed something before it refused"
+
+
+def test_check_mode_makes_no_device(tmp_path: Path) -> None:
+    run, result = _converge(tmp_path, _devices(tmp_path), options=("--check",))
+    assert run.returncode == 0 and result["changed"], run.explain()
+    assert not (tmp_path / "dev").exists()

@@ -156,19 +156,19 @@ def test_slurm_node_names_of_an_unknown_host_fails() -> None:
         F.slurm_node_names(["nowhere"], {})
 
 
-# ---- fake_gpu_stat_lines (roles/slurmd) -------------------------------------------------------
+# ---- fake_gpu_device_items (roles/slurmd) -----------------------------------------------------
 
 
-def test_fake_gpu_stat_lines_print_major_and_minor_in_hex_like_stat() -> None:
-    gpus = [{"path": "/dev/fake-gpu/nvidia0", "minor": 0}, {"path": "/dev/fake-gpu/nvidia12", "minor": 12}]
-    assert F.fake_gpu_stat_lines(gpus, 195) == [
-        "/dev/fake-gpu/nvidia0|character special file|c3|0",
-        "/dev/fake-gpu/nvidia12|character special file|c3|c",
+def test_fake_gpu_device_items_are_root_character_devices_of_the_major() -> None:
+    gpus = [{"path": "/dev/fake-gpu/nvidia0", "minor": 0}, {"path": "/dev/fake-gpu/nvidia12", "minor": "12"}]
+    assert F.fake_gpu_device_items(gpus, "195", "0666") == [
+        {"path": "/dev/fake-gpu/nvidia0", "major": 195, "minor": 0, "owner": "root", "group": "root", "mode": "0666"},
+        {"path": "/dev/fake-gpu/nvidia12", "major": 195, "minor": 12, "owner": "root", "group": "root", "mode": "0666"},
     ]
 
 
-def test_fake_gpu_stat_lines_of_no_gpu() -> None:
-    assert F.fake_gpu_stat_lines([], 195) == []
+def test_fake_gpu_device_items_of_no_gpu() -> None:
+    assert F.fake_gpu_device_items([], 195, "0666") == []
 
 
 @pytest.mark.parametrize(
@@ -178,7 +178,8 @@ def test_fake_gpu_stat_lines_of_no_gpu() -> None:
 def test_fake_gpu_numbers_convert_like_jinjas_int_filter(value: object, number: int) -> None:
     # Jinja's int: strings in base 10, "42.23" -> 42, anything else 0 (the slurmd preflight rejects bad minors).
     assert F._jinja_int(value) == number
-    assert F.fake_gpu_stat_lines([{"path": "/d", "minor": value}], value) == [f"/d|character special file|{number:x}|{number:x}"]
+    [item] = F.fake_gpu_device_items([{"path": "/d", "minor": value}], value, "0666")
+    assert (item["major"], item["minor"]) == (number, number)
 
 
 # ---- ibv_devinfo_ports, ib_hca_wanted, ib_ports_missing (roles/nccl) -------------------------
@@ -674,3 +675,60 @@ def test_keys_mismatched_reads_the_paths_from_the_command() -> None:
     result = {"cmd": ["sha256sum", "--", "/k", "/m x"], "stdout_lines": ["bbb  /k", "ccc  /m x"]}
     assert F.keys_mismatched(["h"], [result], "aaa") == ["h"]
     assert F.keys_mismatched(["h"], [result], "bbb") == []
+
+
+# ---- marked_block (roles/slurmd: pam_slurm_adopt in /etc/pam.d/sshd) ---------------------------
+
+SSHD = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n@include common-session\n"
+PAM_MARKER = "cluster-cli: pam_slurm_adopt"
+PAM_BLOCK = "account sufficient pam_access.so accessfile=/etc/a.conf\naccount required pam_slurm_adopt.so nodename=c1\n"
+SSHD_ADOPTED = (
+    "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
+    "# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n@include common-session\n"
+)
+
+
+def _block(text: str | None, present: object = True, block: str = PAM_BLOCK) -> str | None:
+    return F.marked_block(text, PAM_MARKER, block, "^@include common-account", present)
+
+
+def test_marked_block_goes_after_the_last_line_insertafter_matches() -> None:
+    assert _block(SSHD) == SSHD_ADOPTED
+    twice = SSHD + "@include common-account\n"
+    assert _block(twice) == SSHD + "@include common-account\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + (
+        "# END cluster-cli: pam_slurm_adopt\n")
+
+
+def test_marked_block_is_left_as_it_is_then_replaced_in_place() -> None:
+    assert _block(SSHD_ADOPTED) == SSHD_ADOPTED
+    other = PAM_BLOCK.replace("c1", "c2")
+    assert _block(SSHD_ADOPTED, block=other) == SSHD_ADOPTED.replace("nodename=c1", "nodename=c2")
+
+
+def test_marked_block_is_taken_out_when_not_present() -> None:
+    assert _block(SSHD_ADOPTED, present=False) == SSHD
+    assert _block(SSHD, present="false") == SSHD
+
+
+def test_marked_block_without_the_insertafter_line_goes_at_the_end() -> None:
+    assert _block("auth required pam_unix.so") == (
+        "auth required pam_unix.so\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n")
+
+
+def test_marked_block_of_a_missing_file() -> None:
+    assert _block(None, present=False) is None
+    with pytest.raises(F.AnsibleFilterError, match="/etc/pam.d/sshd does not exist"):
+        F.marked_block(None, PAM_MARKER, PAM_BLOCK, "^@include", True, "/etc/pam.d/sshd")
+
+
+# ---- found_in (roles/slurmd: one find over the instances' and the pending directory) -----------
+
+
+def test_found_in_keeps_the_names_right_in_the_directory() -> None:
+    paths = ["/run/slurm/slurmd-a.pid", "/var/lib/slurm/pending/restart-slurmd", "/run/slurm/sub/slurmd-b.pid",
+             "/run/slurmd-c.pid", "/x"]
+    assert F.found_in(paths, "/run/slurm") == ["slurmd-a.pid"]
+    assert F.found_in(paths, "/run/slurm/") == ["slurmd-a.pid"]
+    assert F.found_in(paths, "/var/lib/slurm/pending") == ["restart-slurmd"]
+    assert F.found_in(paths, "/") == ["x"]
+    assert F.found_in([], "/run/slurm") == []
