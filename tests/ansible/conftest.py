@@ -6,6 +6,9 @@ is slow and runs only with CLUSTER_CLI_SLOW_TESTS=1.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -14,3 +17,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "slow: takes many minutes (builds Slurm from source); runs only with CLUSTER_CLI_SLOW_TESTS=1",
     )
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that accepts connections for the test's duration (a daemon's port)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ pytestmark = [
 
 SLURM_CONF = "ClusterName=test\nNodeName=node[1-2] CPUs=4\nPartitionName=debug Nodes=node[1-2]\n"
 GROUPS = {"slurm_controller": [HOST], "slurm_compute": [HOST]}
-
-
-@pytest.fixture
-def listening_port() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
 
 
 def _closed_port() -> int:

@@ -7,9 +7,7 @@ slurmd "restarts" are logged by the start-stop-daemon stand-ins; the host runs w
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,14 +24,6 @@ for node in $(echo "$4" | tr , ' '); do
   echo "NodeName=$node Arch=x86_64 State=IDLE SlurmdStartTime=$count"
 done
 """
-
-
-@pytest.fixture
-def listening_port() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
 
 
 def _restart(tmp_path: Path, port: int, batch: int) -> list[str]:

@@ -12,10 +12,8 @@ configuration change), the second run is a no-op.
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,19 +44,23 @@ RESULTS_FIRST_INSTALL = 24
 RESULTS_NO_OP = 18
 
 
-@pytest.fixture
-def listening_port() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        yield server.getsockname()[1]
+def _standalone(pending: Path, run_dir: Path) -> dict[str, object]:
+    """The role's variables for a host without systemd whose slurmd "runs" as this process."""
+    return {
+        "__slurmd_service_manager": "standalone",
+        "__slurmd_pending_dir": str(pending),
+        "__slurmd_run_dir": str(run_dir),
+        "__slurmd_stop_base": ["true"],
+        "__slurmd_start_base": ["true"],
+        "__slurmd_daemon": os.path.realpath(sys.executable),
+    }
 
 
 def _results(recap: dict[str, int]) -> int:
     return recap["ok"] + recap["skipped"] + recap["failed"]
 
 
-def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int) -> None:
+def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int, monkeypatch) -> None:
     bin_dir = tmp_path / "bin"
     write_executable(bin_dir / "dpkg-query", FAKE_DPKG_QUERY)
     write_executable(bin_dir / "pam-auth-update", FAKE_PAM_AUTH_UPDATE)
@@ -71,12 +73,7 @@ def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int) 
     (pam / "common-session").write_text(SESSION)
     gpu = tmp_path / "dev" / "fake-gpu" / "nvidia0"
     extra = {
-        "__slurmd_service_manager": "standalone",
-        "__slurmd_pending_dir": str(pending),
-        "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": ["true"],
-        "__slurmd_start_base": ["true"],
-        "__slurmd_daemon": os.path.realpath(sys.executable),
+        **_standalone(pending, run_dir),
         "__slurmd_pam_access_file": str(tmp_path / "access-slurm-adopt.conf"),
         "__slurmd_pam_sshd_file": str(pam / "sshd"),
         "__slurmd_pam_session_file": str(pam / "common-session"),
@@ -86,19 +83,16 @@ def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int) 
         "slurmd_wait_timeout": 5,
     }
     env_prefix = bin_dir
-    os.environ["PAM_SESSION_FILE"] = str(pam / "common-session")
-    try:
-        first = run_role(tmp_path / "first", "slurmd", extra_vars=extra, hosts=("c1",), path_prefix=env_prefix)
-        assert first.returncode == 0, first.explain()
-        again = run_role(tmp_path / "again", "slurmd", extra_vars=extra, hosts=("c1",), path_prefix=env_prefix)
-        assert again.returncode == 0, again.explain()
-        adopted = (pam / "sshd").read_text()
-        admins = (tmp_path / "access-slurm-adopt.conf").read_text()
-        off = run_role(tmp_path / "off", "slurmd", extra_vars=extra | {"slurmd_pam_adopt_node": ""}, hosts=("c1",),
-                       path_prefix=env_prefix)
-        assert off.returncode == 0, off.explain()
-    finally:
-        del os.environ["PAM_SESSION_FILE"]
+    monkeypatch.setenv("PAM_SESSION_FILE", str(pam / "common-session"))
+    first = run_role(tmp_path / "first", "slurmd", extra_vars=extra, hosts=("c1",), path_prefix=env_prefix)
+    assert first.returncode == 0, first.explain()
+    again = run_role(tmp_path / "again", "slurmd", extra_vars=extra, hosts=("c1",), path_prefix=env_prefix)
+    assert again.returncode == 0, again.explain()
+    adopted = (pam / "sshd").read_text()
+    admins = (tmp_path / "access-slurm-adopt.conf").read_text()
+    off = run_role(tmp_path / "off", "slurmd", extra_vars=extra | {"slurmd_pam_adopt_node": ""}, hosts=("c1",),
+                   path_prefix=env_prefix)
+    assert off.returncode == 0, off.explain()
     info = gpu.stat()
     assert stat.S_ISCHR(info.st_mode) and (os.major(info.st_rdev), os.minor(info.st_rdev)) == (195, 0)
     access = tmp_path / "access-slurm-adopt.conf"
@@ -138,12 +132,7 @@ def test_one_find_tells_the_stale_instances_and_the_owed_restart_apart(
     for name in ("c1", "gone"):
         (run_dir / f"slurmd-{name}.pid").write_text(f"{os.getpid()}\n")
     extra = {
-        "__slurmd_service_manager": "standalone",
-        "__slurmd_pending_dir": str(pending),
-        "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": ["true"],
-        "__slurmd_start_base": ["true"],
-        "__slurmd_daemon": os.path.realpath(sys.executable),
+        **_standalone(pending, run_dir),
         "slurmd_nodes": [{"name": "c1", "port": listening_port, "fake_gpus": []}],
         "slurmd_wait_timeout": 5,
     }
