@@ -25,10 +25,10 @@ pytestmark = [
 HOSTS = ("ctl", "c1", "c2")
 
 
-def _site_secrets_play() -> dict:
-    """playbooks/site.yml's secrets preflight, as it is (its hosts: the test's)."""
+def _site_secrets_play(on: str = "every cluster host") -> dict:
+    """playbooks/site.yml's secrets preflight play ``on`` its hosts, as it is (its hosts: the test's)."""
     plays = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text(encoding="utf-8"))
-    play = next(play for play in plays if play["name"].startswith("Secrets preflight"))
+    play = next(play for play in plays if play["name"] == f"Secrets preflight on {on}")
     return {key: value for key, value in play.items() if key != "hosts"}
 
 
@@ -160,7 +160,7 @@ def _password_check(tmp_path: Path, on_host: str | None, local: str, rotate: boo
     extra = {"slurmdbd_storage_pass": local, "slurmdbd_rotate_password": rotate,
              "slurm_common_conf_dir": str(conf_dir), "__slurmdbd_conf_marker": str(tmp_path / "slurmdbd.marker"),
              "munge_key_src": str(tmp_path / "munge.key"), "__munge_key_path": str(tmp_path / "no-key")}
-    play = _site_secrets_play() if site else {"tasks": [_include("slurmdbd", "password_check")]}
+    play = _site_secrets_play("the database host") if site else {"tasks": [_include("slurmdbd", "password_check")]}
     options = ("-vvv", "--tags", "configure") if site else ("-vvv",)
     return run_play(tmp_path / "work", play, {HOST: {}}, extra, options, groups={"slurm_database": [HOST]})
 
@@ -216,8 +216,9 @@ def test_site_checks_the_secrets_on_every_host_before_any_role_changes_one() -> 
               for role in (task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role") or {},)
               if role.get("tasks_from") in ("key_check.yml", "password_check.yml")]
     assert len(checks) == 2 and max(checks) < first_role_play, "the secrets are checked after hosts were changed"
-    check_play = plays[checks[0]]
-    assert check_play["hosts"] == "cluster" and "always" in check_play["tags"]
+    key_play, password_play = (plays[index] for index in checks)
+    assert key_play["hosts"] == "cluster" and password_play["hosts"] == "slurm_database"
+    assert all("always" in play["tags"] and "when" not in play for play in (key_play, password_play))
 
 
 @pytest.mark.parametrize("purge", [False, True])
