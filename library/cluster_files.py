@@ -3,11 +3,12 @@
 
 `file` and `copy` in a loop cost one module run (an SSH round trip and a worker) per item; a
 deploy to a thousand hosts pays that for every directory and config file of every host. This
-module takes the whole set: it reads the files asked for, makes the directories, writes the files
-(atomically, only when the bytes differ), makes the character devices and removes the absent ones,
-in that order, and says which paths changed. A symbolic link where a file or directory belongs is
-refused: the module never writes through one. Something else where a character device belongs (or
-a device with other numbers) is never replaced: the run fails before it changes anything.
+module takes the whole set: it checks that the files the set relies on are there, reads the files
+asked for, makes the directories, writes the files (atomically, only when the bytes differ), makes
+the character devices and removes the absent ones, in that order, and says which paths changed. A
+symbolic link where a file or directory belongs is refused: the module never writes through one.
+Something else where a character device belongs (or a device with other numbers) is never
+replaced: the run fails before it changes anything.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ DOCUMENTATION = r"""
 module: cluster_files
 short_description: Read, create and remove a host's small files and directories in one module run
 options:
+  required:
+    type: list
+    elements: dict
+    default: []
+    description: Files that must already be there (C(path), a regular file, a link to one will do) before anything
+      changes; the run fails with the item's C(message) for each one missing.
   read: {type: list, elements: path, default: [], description: Files whose text is returned in C(contents) (null when absent), read before anything changes.}
   directories:
     type: list
@@ -188,8 +195,18 @@ def ensure_absent(path: str, check: bool) -> bool:
     return True
 
 
+def refuse_missing(items: list[dict]) -> None:
+    """Fail, before anything changes, when a file that must be there is not (a preflight of the
+    files it goes with: a source that names a key, say)."""
+    missing = [item.get("message") or f"{item['path']} is missing" for item in items
+               if not os.path.isfile(item["path"])]
+    if missing:
+        raise Refused("; ".join(missing))
+
+
 def converge(params: dict, check: bool) -> dict:
     result: dict = {"changed_paths": [], "contents": {}, "backups": {}, "diff": []}
+    refuse_missing(params["required"])
     for path in params["read"]:
         result["contents"][path] = read_text(path)
     refuse_wrong_devices(params["devices"])
@@ -217,6 +234,7 @@ def converge(params: dict, check: bool) -> dict:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
+            "required": {"type": "list", "elements": "dict", "default": []},
             "read": {"type": "list", "elements": "path", "default": []},
             "directories": {"type": "list", "elements": "dict", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},

@@ -6,14 +6,16 @@ then); without one, the renamed sources are put back under their names. A rename
 before (a package put the file back) is kept as NAME + suffix + .~N~ (mv --backup=numbered); a
 name taken again by a new file is not overwritten: the renamed copy stays, with a warning. A
 pip.conf this role wrote (it holds the marker line) is removed when the inventory has no pip
-mirror any more; any other pip.conf is left alone. One module run where find, mv and file tasks
-cost one task result each on every host.
+mirror any more; any other pip.conf is left alone. Then, with update_lists, apt-get update reads
+the package lists of the sources now active (retried: a mirror over the network may fail for a
+moment). One module run where find, mv, file and apt tasks cost one task result each on every host.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -31,6 +33,7 @@ options:
   exclusive: {type: bool, required: true, description: Disable the other sources (true) or put the disabled ones back (false).}
   stale_pip_conf: {type: path, description: A pip.conf to remove when it holds C(pip_conf_marker).}
   pip_conf_marker: {type: str, default: "", description: What a line of a pip.conf this role wrote starts with.}
+  update_lists: {type: bool, default: false, description: Refresh the package lists (apt-get update) afterwards; not in check mode. It changes no state.}
 """
 
 RETURN = r"""
@@ -38,7 +41,12 @@ disabled: {type: list, description: The sources renamed to NAME + suffix.}
 restored: {type: list, description: The renamed sources put back under their names.}
 shadowed: {type: list, description: Renamed sources left as they are because their name is taken again.}
 removed: {type: list, description: The stale pip.conf, when it was removed.}
+lists_updated: {type: bool, description: Whether apt-get update ran (and worked).}
 """
+
+# apt-get update, as the apt module's update_cache: a few tries with growing pauses.
+UPDATE_TRIES = 4
+APT_LOCK_TIMEOUT_S = 600
 
 
 def sources(places: list[dict], excludes: list[str]) -> list[str]:
@@ -77,6 +85,20 @@ def holds_marker(path: str, marker: str) -> bool:
         return False
 
 
+def update_lists(module: AnsibleModule) -> None:
+    """apt-get update until it works (exit 0: every source read), or fail with apt's last words."""
+    argv = [module.get_bin_path("apt-get", required=True), "-q", "-o", f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}",
+            "update"]
+    for attempt in range(UPDATE_TRIES):
+        rc, out, err = module.run_command(argv, environ_update={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"})
+        if rc == 0:
+            return
+        if attempt + 1 < UPDATE_TRIES:
+            time.sleep(2**attempt)
+    module.fail_json(msg=f"apt-get update failed {UPDATE_TRIES} times (the package lists of the sources "
+                         f"above): {(err or out).strip()[-1500:]}", rc=rc)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -86,6 +108,7 @@ def main() -> None:
             "exclusive": {"type": "bool", "required": True},
             "stale_pip_conf": {"type": "path"},
             "pip_conf_marker": {"type": "str", "default": ""},
+            "update_lists": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -106,8 +129,11 @@ def main() -> None:
     for path in shadowed:
         module.warn(f"{path} was not put back: {path[: -len(suffix)]} exists again. "
                     "Compare the two and delete the one that is not wanted.")
+    lists_updated = params["update_lists"] and not module.check_mode
+    if lists_updated:
+        update_lists(module)
     module.exit_json(changed=bool(to_disable or to_restore or removed), disabled=to_disable, restored=to_restore,
-                     shadowed=shadowed, removed=removed)
+                     shadowed=shadowed, removed=removed, lists_updated=lists_updated)
 
 
 if __name__ == "__main__":

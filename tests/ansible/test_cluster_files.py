@@ -69,6 +69,19 @@ def test_check_mode_reports_and_changes_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "etc" / "a.conf").read_text() == "A=1\n" and (tmp_path / "etc" / "old.conf").exists()
 
 
+def test_a_missing_required_file_fails_the_run_before_anything_changes(tmp_path: Path) -> None:
+    key, link = tmp_path / "key.gpg", tmp_path / "key-link.gpg"
+    required = [{"path": str(key), "message": "the key is missing"}, {"path": str(link)}]
+    run, _ = _converge(tmp_path, {**_set(tmp_path), "required": required})
+    assert run.returncode != 0, run.explain()
+    assert f"the key is missing; {link} is missing" in run.text
+    assert not (tmp_path / "etc").exists(), "a directory was made before the check"
+    key.write_text("key\n")
+    link.symlink_to(key)  # a link to a file will do
+    run, result = _converge(tmp_path, {**_set(tmp_path), "required": required})
+    assert run.returncode == 0 and result["changed"], run.explain()
+
+
 def test_a_symbolic_link_is_never_written_through(tmp_path: Path) -> None:
     (tmp_path / "etc").mkdir()
     target = tmp_path / "target"

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from role_runner import ansible_playbook, is_root, run_tasks
+from role_runner import HOST, ansible_playbook, is_root, run_play, run_tasks, write_executable
 
 pytestmark = [
     pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
@@ -30,6 +30,9 @@ pytestmark = [
 
 SUFFIX = ".cluster-cli.disabled"
 MARKER = "# cluster-cli: package_mirror.pip"
+# The sources here are a temporary directory's: apt-get update (of this machine's own sources)
+# stays off, except in the test of the refresh, which puts a stand-in apt-get on PATH.
+NO_REFRESH = {"__common_update_lists": False}
 
 
 def build_flat_repository(directory: Path, package: str) -> Path:
@@ -94,7 +97,7 @@ class Host:
 
     def deploy(self, **variables: object) -> object:
         self.runs += 1
-        extra = {"__common_apt_dir": str(self.apt), "__common_pip_conf": str(self.pip_conf), **variables}
+        extra = {"__common_apt_dir": str(self.apt), "__common_pip_conf": str(self.pip_conf), **NO_REFRESH, **variables}
         run = run_tasks(self.root / f"run{self.runs}", "common", ["package_mirror"], extra)
         assert run.returncode == 0, run.explain()
         return run
@@ -218,6 +221,8 @@ def test_suites_components_and_signed_by_in_the_source(host: Host) -> None:
         ["package_mirror"],
         {
             "__common_apt_dir": str(host.apt),
+        **NO_REFRESH,
+            **NO_REFRESH,
             "__common_pip_conf": str(host.pip_conf),
             "common_package_mirror_apt_uri": "http://mirror.internal/debian",
             "common_package_mirror_apt_suites": ["bookworm", "bookworm-updates"],
@@ -290,6 +295,7 @@ def test_someone_elses_pip_conf_is_kept_as_a_backup_when_the_mirror_writes_its_o
 def test_check_mode_reports_the_changes_and_makes_none(host: Host) -> None:
     extra = {
         "__common_apt_dir": str(host.apt),
+        **NO_REFRESH,
         "__common_pip_conf": str(host.pip_conf),
         "common_package_mirror_apt_uri": f"file:{host.repos['mirror']}",
         "common_package_mirror_pip_index_url": "http://mirror.internal/pypi/simple",
@@ -307,13 +313,44 @@ def test_the_signing_key_must_be_on_the_host_before_the_source_names_it(host: Ho
     key = host.root / "mirror.gpg"
     if present:
         key.write_bytes(b"not checked here")
-    run = run_tasks(host.root / "pre", "common", ["preflight"], {
+    run = run_tasks(host.root / "pre", "common", ["package_mirror"], {
+        "__common_apt_dir": str(host.apt),
+        **NO_REFRESH,
+        "__common_pip_conf": str(host.pip_conf),
         "common_package_mirror_apt_uri": "http://mirror.internal/debian",
         "common_package_mirror_apt_signed_by": str(key),
-        "__common_account_groups": [], "__common_account_users": [],
     })
     if present:
         assert run.returncode == 0, run.explain()
+        assert f"Signed-By: {key}" in body(host.mirror_source)
     else:
         assert run.returncode != 0, run.explain()
         assert f"the key file {key} (Signed-By of the package mirror, package_mirror.apt.signed_by) is missing" in run.text
+        # nothing half-applied: no source naming the missing key, every other source as it was
+        assert not host.mirror_source.exists()
+        assert host.apt_files() == {str(path.relative_to(host.apt)): text for path, text in host.original.items()}
+
+
+@pytest.mark.parametrize("fails", [2, 9], ids=["works-on-the-third-try", "never-works"])
+def test_the_package_lists_are_refreshed_after_the_sources_and_retried(host: Host, fails: int) -> None:
+    """The module's apt-get update (a stand-in apt-get on PATH that fails ``fails`` times first):
+    retried with pauses, then the run goes on or fails with apt's own words."""
+    calls = host.root / "apt-get.calls"
+    fake = write_executable(host.root / "bin" / "apt-get", (
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        f'[ "$(wc -l < {calls})" -gt {fails} ] && exit 0\n'
+        'echo "E: Failed to fetch file:/mirror/./Packages  File not found" >&2\nexit 100\n'))
+    extra = {"__common_apt_dir": str(host.apt), "__common_pip_conf": str(host.pip_conf),
+             "common_package_mirror_apt_uri": "file:/mirror", "common_package_mirror_apt_suites": ["./"]}
+    play = {"tasks": [{"name": "sources", "ansible.builtin.include_role": {"name": "common", "tasks_from": "package_mirror"}}]}
+    run = run_play(host.root / "work", play, {HOST: {}}, extra,
+                   env={"PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"})
+    lines = calls.read_text().splitlines()
+    assert all(line.endswith(" update") and "DPkg::Lock::Timeout=600" in line for line in lines), lines
+    assert host.mirror_source.exists(), "the lists were read before the sources were written"
+    if fails < 4:
+        assert run.returncode == 0 and len(lines) == fails + 1, run.explain()
+    else:
+        assert run.returncode != 0 and len(lines) == 4, run.explain()
+        assert "apt-get update failed 4 times" in run.text and "Failed to fetch file:/mirror" in run.text
