@@ -116,6 +116,24 @@ def slurm_node_names(hosts: list[str], hostvars: Any) -> list[str]:
     return names
 
 
+def reasons_by_hosts(hosts: list[str], hostvars: Any, variable: str) -> list[str]:
+    """Each reason of the hosts' ``variable`` ({reasons: [...]}, as slurm_conf_change returns) once,
+    with the hosts that have it as a hostlist: "c[1-1000]: slurm.conf is new here: ...". In the
+    order the reasons first appear; a host without the variable has none.
+
+        msg: "{{ ansible_play_hosts | reasons_by_hosts(hostvars, 'slurm_common_change') }}"
+    """
+    from cluster_cli.hostlist import compress  # the control node runs cluster-cli's Ansible
+
+    hosts_of: dict[str, list[str]] = {}
+    for host in hosts:
+        change = _lookup(hostvars[host], variable)
+        reasons = [] if change is _UNDEFINED else _lookup(change, "reasons")
+        for reason in [] if reasons is _UNDEFINED else reasons:
+            hosts_of.setdefault(reason, []).append(host)
+    return [f"{compress(names)}: {reason}" for reason, names in hosts_of.items()]
+
+
 def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[str, Any]]:
     """library/cluster_files.py ``devices`` items of the fake GPUs: character devices
     ``major``:<minor> owned by root with ``mode`` (the numbers converted as Jinja's ``int`` does).
@@ -555,6 +573,7 @@ class FilterModule:
             "service_manager": service_manager,
             "role_default": role_default,
             "slurm_node_names": slurm_node_names,
+            "reasons_by_hosts": reasons_by_hosts,
             "fake_gpu_device_items": fake_gpu_device_items,
             "marked_block": marked_block,
             "found_in": found_in,

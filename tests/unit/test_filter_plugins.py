@@ -156,6 +156,23 @@ def test_slurm_node_names_of_an_unknown_host_fails() -> None:
         F.slurm_node_names(["nowhere"], {})
 
 
+# ---- reasons_by_hosts --------------------------------------------------------------------------
+
+
+def test_reasons_by_hosts_says_each_reason_once_with_its_hosts_as_a_hostlist() -> None:
+    change = {"reasons": ["slurm.conf is new here: restart slurmctld and slurmd"]}
+    hostvars = {f"c{index}": {"slurm_common_change": change} for index in range(1, 1001)}
+    hostvars["ctl"] = {"slurm_common_change": {"reasons": ["SelectType changed", change["reasons"][0]]}}
+    hostvars["login"] = {}  # a host where the fact was never set (its play failed before it)
+    hostvars["c7"] = {"slurm_common_change": {"reasons": []}}
+    hosts = ["ctl", "login", *(f"c{index}" for index in range(1, 1001))]
+    assert F.reasons_by_hosts(hosts, hostvars, "slurm_common_change") == [
+        "ctl: SelectType changed",
+        "c[1-6,8-1000],ctl: slurm.conf is new here: restart slurmctld and slurmd",
+    ]
+    assert F.reasons_by_hosts(["login", "c7"], hostvars, "slurm_common_change") == []
+
+
 # ---- fake_gpu_device_items (roles/slurmd) -----------------------------------------------------
 
 
