@@ -1,14 +1,22 @@
-"""The node health check's expectations, one JSON file per compute host.
+"""The node health check's expectations, one JSON text per compute host, shipped in bundles.
 
 roles/slurmd installs the checker (roles/slurmd/files/cluster-cli-health, Slurm's
-HealthCheckProgram) and this file beside it; slurmd runs the checker with SLURMD_NODENAME set, and
-the checker looks its node up here: the CPUs, memory and GPU device files slurm.conf and gres.conf
-give it, its spool directory, the slurm.conf its scontrol reads. The checker cannot import
+HealthCheckProgram) and its host's text beside it; slurmd runs the checker with SLURMD_NODENAME set,
+and the checker looks its node up there: the CPUs, memory and GPU device files slurm.conf and
+gres.conf give it, its spool directory, the slurm.conf its scontrol reads. The checker cannot import
 cluster_cli, so the reason prefix travels in the file: it is defined here only.
+
+The build directory holds the texts in at most 256 bundles, not one file per host (creating 10,000
+files was most of a render of 10,000 nodes): health/XX.json maps each host whose name's SHA-1 starts
+with the hex digits XX to its text, which the role looks up (``inventory_hostname | hash('sha1')``)
+and writes as it is.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
@@ -22,8 +30,10 @@ HEALTH_REASON_PREFIX = "cluster-cli health:"
 # arguments, so the checker's default config path is this one; a unit test holds them equal).
 HEALTH_PROGRAM_PATH = "/usr/local/sbin/cluster-cli-health"
 HEALTH_CONFIG_PATH = "/etc/cluster-cli-health.json"
-# The build directory's folder of per-host files: health/HOST.json.
+# The build directory's folder of bundles: health/XX.json (health_bundle).
 HEALTH_BUILD_DIR = "health"
+# Hex digits of the SHA-1 of a host's name that name its bundle: 16 ** 2 bundles at most.
+_BUNDLE_DIGITS = 2
 
 
 def _slurm_conf(cluster: Cluster, spool_dir: str) -> str:
@@ -56,12 +66,44 @@ def host_health_config(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
     }
 
 
-def render_health_configs(cluster: Cluster) -> dict[str, str]:
-    """Build directory path -> text, for every host that runs slurmd; none when the check is off."""
+def health_bundle(host_name: str) -> str:
+    """The build directory path of the bundle with ``host_name``'s text (roles/slurmd/vars/main.yml
+    finds it the same way: a unit test holds the two equal)."""
+    digest = hashlib.sha1(host_name.encode("utf-8")).hexdigest()  # noqa: S324 (a bucket, not security)
+    return f"{HEALTH_BUILD_DIR}/{digest[:_BUNDLE_DIGITS]}.json"
+
+
+def host_health_path(host_name: str) -> str:
+    """The name `plan` knows a host's text by: BUNDLE:HOST, its entry in its bundle (no host name
+    has a colon, so it is never a bundle's path)."""
+    return f"{health_bundle(host_name)}:{host_name}"
+
+
+def render_health_texts(cluster: Cluster) -> dict[str, str]:
+    """Host name -> the text of its /etc/cluster-cli-health.json, for every host that runs slurmd;
+    none when the check is off."""
     if not cluster.inventory.health_check.enabled:
         return {}
     return {
-        f"{HEALTH_BUILD_DIR}/{name}.json": json_text(host_health_config(cluster, host)) + "\n"
+        name: json_text(host_health_config(cluster, host)) + "\n"
         for name, host in cluster.hosts.items()
         if host.slurmd_nodes
     }
+
+
+def render_health_configs(cluster: Cluster) -> dict[str, str]:
+    """Build directory path -> text of the bundles (health_bundle), hosts in inventory order."""
+    bundles: dict[str, dict[str, str]] = {}
+    for name, text in render_health_texts(cluster).items():
+        bundles.setdefault(health_bundle(name), {})[name] = text
+    return {path: json_text(bundles[path]) + "\n" for path in sorted(bundles)}
+
+
+def with_host_health_texts(rendered: Mapping[str, str]) -> dict[str, str]:
+    """The build's files by path, plus each host's health text under host_health_path, taken out of
+    the bundles: what `plan` compares a host's /etc/cluster-cli-health.json with."""
+    expanded = dict(rendered)
+    for path, text in rendered.items():
+        if path.startswith(f"{HEALTH_BUILD_DIR}/"):
+            expanded.update((f"{path}:{name}", host_text) for name, host_text in json.loads(text).items())
+    return expanded
