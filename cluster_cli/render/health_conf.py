@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
-from cluster_cli.render.common import json_text
+from cluster_cli.render.common import json_text, json_text_at
 
 # A drain whose reason starts with this is the health check's own: it lifts it when the node
 # passes again. Any other reason (an administrator's, `cluster-cli nodes drain`'s, Slurm's) it
@@ -34,6 +34,8 @@ HEALTH_CONFIG_PATH = "/etc/cluster-cli-health.json"
 HEALTH_BUILD_DIR = "health"
 # Hex digits of the SHA-1 of a host's name that name its bundle: 16 ** 2 bundles at most.
 _BUNDLE_DIGITS = 2
+# node_expectations' first keys: the same for every node of a group (its devices too, mostly)
+_GROUP_KEYS = ("cpus", "real_memory_mb", "gpus", "gpu_devices")
 
 
 def _slurm_conf(cluster: Cluster, spool_dir: str) -> str:
@@ -84,11 +86,29 @@ def render_health_texts(cluster: Cluster) -> dict[str, str]:
     none when the check is off."""
     if not cluster.inventory.health_check.enabled:
         return {}
+    settings = cluster.inventory.health_check
+    # json_text(host_health_config(...)), the very text, each piece hosts share written once
+    head = json_text({"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb,
+                      "mounts": list(settings.mounts)})[:-2] + ',\n  "nodes": {'
+    shared: dict[tuple[Any, ...], str] = {}
     return {
-        name: json_text(host_health_config(cluster, host)) + "\n"
+        name: head + ",".join(f"\n    {json_text(node.name)}: {_node_text(cluster, node, shared)}"
+                              for node in host.slurmd_nodes) + "\n  }\n}\n"
         for name, host in cluster.hosts.items()
         if host.slurmd_nodes
     }
+
+
+def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[Any, ...], str]) -> str:
+    """``node_expectations`` as json_text writes it inside a host's "nodes"; ``shared`` keeps the
+    text of the _GROUP_KEYS members by their values."""
+    expected = node_expectations(cluster, node)
+    values = tuple(tuple(value) if isinstance(value, list) else value for value in map(expected.pop, _GROUP_KEYS))
+    start = shared.get(values)
+    if start is None:
+        # the members without the closing "\n    }", then the node's own after a comma
+        start = shared[values] = json_text_at(dict(zip(_GROUP_KEYS, values)), 2)[:-6] + ","
+    return start + json_text_at(expected, 2)[1:]
 
 
 def render_health_configs(cluster: Cluster) -> dict[str, str]:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import jinja2
+import pytest
 import yaml
 from ansible.plugins.filter.core import get_hash
 from unit_helpers import REPO, SHIPPED_INVENTORIES, load, problems
@@ -18,6 +19,7 @@ from cluster_cli.render.health_conf import (
     HEALTH_PROGRAM_PATH,
     HEALTH_REASON_PREFIX,
     health_bundle,
+    host_health_config,
     host_health_path,
     render_health_configs,
     render_health_texts,
@@ -27,6 +29,7 @@ from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.secrets_store import ensure_secrets
 
 HETERO = SHIPPED_INVENTORIES["hetero-local"].read_text(encoding="utf-8")
+MOUNTS = "health_check:\n  mounts: [/data, \"/scratch-\\u00e9\\\"x\"]\n"  # not ASCII, a quote: escaped
 
 
 def health_keys(text: str) -> dict[str, str]:
@@ -133,3 +136,13 @@ def test_the_role_finds_the_bundle_health_bundle_names() -> None:
     for name in ("gpu01", "h100-0001", "node.example.org", "a"):
         found = template.render(slurmd_health_config_src="health", inventory_hostname=name)
         assert found == health_bundle(name)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
+def test_each_host_s_text_is_json_dumps_of_its_expectations_indented_by_2(name: str) -> None:
+    # render_health_texts writes what hosts share once; the text must stay json.dumps's, byte for byte
+    cluster = load(SHIPPED_INVENTORIES[name].read_text(encoding="utf-8") + MOUNTS)
+    texts = render_health_texts(cluster)
+    assert texts, "the shipped inventories have compute hosts"
+    for host, text in texts.items():
+        assert text == json.dumps(host_health_config(cluster, cluster.hosts[host]), indent=2) + "\n"
