@@ -34,8 +34,6 @@ HEALTH_CONFIG_PATH = "/etc/cluster-cli-health.json"
 HEALTH_BUILD_DIR = "health"
 # Hex digits of the SHA-1 of a host's name that name its bundle: 16 ** 2 bundles at most.
 _BUNDLE_DIGITS = 2
-# node_expectations' first keys: the same for every node of a group (its devices too, mostly)
-_GROUP_KEYS = ("cpus", "real_memory_mb", "gpus", "gpu_devices")
 
 
 def _slurm_conf(cluster: Cluster, spool_dir: str) -> str:
@@ -46,13 +44,23 @@ def _slurm_conf(cluster: Cluster, spool_dir: str) -> str:
 
 
 def node_expectations(cluster: Cluster, node: SlurmNode) -> dict[str, Any]:
+    return {**_group_expectations(node), **_own_expectations(cluster, node)}
+
+
+def _group_expectations(node: SlurmNode) -> dict[str, Any]:
+    """What a node expects that is the same for the nodes of its group (their devices, mostly)."""
     group = node.group
-    spool_dir = f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
     return {
         "cpus": group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
         "real_memory_mb": group.real_memory_mb,
         "gpus": group.gpus.count if group.gpus else 0,
         "gpu_devices": list(node.gpu_devices),
+    }
+
+
+def _own_expectations(cluster: Cluster, node: SlurmNode) -> dict[str, Any]:
+    spool_dir = f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
+    return {
         "slurm_conf": _slurm_conf(cluster, spool_dir),
         "free_space_dirs": [spool_dir, cluster.inventory.training.work_dir],
     }
@@ -90,7 +98,7 @@ def render_health_texts(cluster: Cluster) -> dict[str, str]:
     # json_text(host_health_config(...)), the very text, each piece hosts share written once
     head = json_text({"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb,
                       "mounts": list(settings.mounts)})[:-2] + ',\n  "nodes": {'
-    shared: dict[tuple[Any, ...], str] = {}
+    shared: dict[tuple[int, tuple[str, ...]], str] = {}
     return {
         name: head + ",".join(f"\n    {json_text(node.name)}: {_node_text(cluster, node, shared)}"
                               for node in host.slurmd_nodes) + "\n  }\n}\n"
@@ -99,24 +107,24 @@ def render_health_texts(cluster: Cluster) -> dict[str, str]:
     }
 
 
-def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[Any, ...], str]) -> str:
+def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[int, tuple[str, ...]], str]) -> str:
     """``node_expectations`` as json_text writes it inside a host's "nodes"; ``shared`` keeps the
-    text of the _GROUP_KEYS members by their values."""
-    expected = node_expectations(cluster, node)
-    values = tuple(tuple(value) if isinstance(value, list) else value for value in map(expected.pop, _GROUP_KEYS))
-    start = shared.get(values)
+    text of _group_expectations by group and devices."""
+    key = (id(node.group), tuple(node.gpu_devices))
+    start = shared.get(key)
     if start is None:
         # the members without the closing "\n    }", then the node's own after a comma
-        start = shared[values] = json_text_at(dict(zip(_GROUP_KEYS, values)), 2)[:-6] + ","
-    return start + json_text_at(expected, 2)[1:]
+        start = shared[key] = json_text_at(_group_expectations(node), 2)[:-6] + ","
+    return start + json_text_at(_own_expectations(cluster, node), 2)[1:]
 
 
 def render_health_configs(cluster: Cluster) -> dict[str, str]:
     """Build directory path -> text of the bundles (health_bundle), hosts in inventory order."""
-    bundles: dict[str, dict[str, str]] = {}
+    bundles: dict[str, list[str]] = {}
     for name, text in render_health_texts(cluster).items():
-        bundles.setdefault(health_bundle(name), {})[name] = text
-    return {path: json_text(bundles[path]) + "\n" for path in sorted(bundles)}
+        # json_text's member line, written here: a name and a text, both strings
+        bundles.setdefault(health_bundle(name), []).append(f"\n  {json_text(name)}: {json_text(text)}")
+    return {path: "{" + ",".join(bundles[path]) + "\n}\n" for path in sorted(bundles)}
 
 
 def with_host_health_texts(rendered: Mapping[str, str]) -> dict[str, str]:

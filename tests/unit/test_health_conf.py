@@ -109,7 +109,7 @@ def test_each_compute_host_s_text_is_in_its_bundle_as_it_is() -> None:
     bundles = render_health_configs(cluster)
     assert len(bundles) < len(texts), "fewer files than hosts"
     for path, text in bundles.items():
-        assert text.endswith("\n")
+        assert text == json.dumps(json.loads(text), indent=2) + "\n"
         for name, host_text in json.loads(text).items():
             assert health_bundle(name) == path
             assert host_text == texts[name]
