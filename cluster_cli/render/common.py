@@ -86,6 +86,8 @@ def json_text_at(value: Any, depth: int) -> str:
 
 
 _JSON_WORDS = {True: "true", False: "false", None: "null"}
+#: A str as JSON, as json_text writes it, without json_text's look at what kind of value it is.
+json_string = _quote
 
 
 def _json_scalar(value: Any) -> str | None:

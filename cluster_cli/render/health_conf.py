@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
-from cluster_cli.render.common import json_text, json_text_at
+from cluster_cli.render.common import json_string, json_text, json_text_at
 
 # A drain whose reason starts with this is the health check's own: it lifts it when the node
 # passes again. Any other reason (an administrator's, `cluster-cli nodes drain`'s, Slurm's) it
@@ -100,7 +100,7 @@ def render_health_texts(cluster: Cluster) -> dict[str, str]:
                       "mounts": list(settings.mounts)})[:-2] + ',\n  "nodes": {'
     shared: dict[tuple[int, tuple[str, ...]], str] = {}
     return {
-        name: head + ",".join(f"\n    {json_text(node.name)}: {_node_text(cluster, node, shared)}"
+        name: head + ",".join(f"\n    {json_string(node.name)}: {_node_text(cluster, node, shared)}"
                               for node in host.slurmd_nodes) + "\n  }\n}\n"
         for name, host in cluster.hosts.items()
         if host.slurmd_nodes
@@ -115,7 +115,14 @@ def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[int, tuple[
     if start is None:
         # the members without the closing "\n    }", then the node's own after a comma
         start = shared[key] = json_text_at(_group_expectations(node), 2)[:-6] + ","
-    return start + json_text_at(_own_expectations(cluster, node), 2)[1:]
+    # _own_expectations, written here (a unit test holds the text to json.dumps's)
+    spool_dir = f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
+    slurm_conf = json_string(_slurm_conf(cluster, spool_dir))
+    work_dir = json_string(cluster.inventory.training.work_dir)
+    return (
+        f'{start}\n      "slurm_conf": {slurm_conf},\n      "free_space_dirs": [\n'
+        f"        {json_string(spool_dir)},\n        {work_dir}\n      ]\n    }}"
+    )
 
 
 def render_health_configs(cluster: Cluster) -> dict[str, str]:
@@ -123,7 +130,7 @@ def render_health_configs(cluster: Cluster) -> dict[str, str]:
     bundles: dict[str, list[str]] = {}
     for name, text in render_health_texts(cluster).items():
         # json_text's member line, written here: a name and a text, both strings
-        bundles.setdefault(health_bundle(name), []).append(f"\n  {json_text(name)}: {json_text(text)}")
+        bundles.setdefault(health_bundle(name), []).append(f"\n  {json_string(name)}: {json_string(text)}")
     return {path: "{" + ",".join(bundles[path]) + "\n}\n" for path in sorted(bundles)}
 
 
