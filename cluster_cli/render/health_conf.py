@@ -79,7 +79,7 @@ def host_health_config(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
 def health_bundle(host_name: str) -> str:
     """The build directory path of the bundle with ``host_name``'s text (roles/slurmd/vars/main.yml
     finds it the same way: a unit test holds the two equal)."""
-    digest = hashlib.sha1(host_name.encode("utf-8")).hexdigest()  # noqa: S324 (a bucket, not security)
+    digest = hashlib.sha1(host_name.encode("utf-8"), usedforsecurity=False).hexdigest()
     return f"{HEALTH_BUILD_DIR}/{digest[:_BUNDLE_DIGITS]}.json"
 
 
@@ -140,5 +140,6 @@ def with_host_health_texts(rendered: Mapping[str, str]) -> dict[str, str]:
     expanded = dict(rendered)
     for path, text in rendered.items():
         if path.startswith(f"{HEALTH_BUILD_DIR}/"):
+            # host_health_path's names, without the SHA-1 of each: the bundle is the path at hand
             expanded.update((f"{path}:{name}", host_text) for name, host_text in json.loads(text).items())
     return expanded
