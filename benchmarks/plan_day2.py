@@ -37,6 +37,7 @@ from cluster_cli.host_files import files_by_host, sha256_text  # noqa: E402
 from cluster_cli.plan import make_plan  # noqa: E402
 from cluster_cli.probe import HostProbe  # noqa: E402
 from cluster_cli.render import render_configs  # noqa: E402
+from cluster_cli.render.health_conf import with_host_health_texts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -74,7 +75,8 @@ def from_text(text: str):
     """Inventory text to what a plan compares: parse, validate, resolve, render, the files per host."""
     inventory, source = render_10k.parse_and_validate(text)
     cluster = resolve(inventory, source, "bench.yaml")  # type: ignore[arg-type]
-    rendered = {item.path: item.content for item in render_configs(cluster, render_10k.PASSWORD)}
+    files = render_configs(cluster, render_10k.PASSWORD)
+    rendered = with_host_health_texts({item.path: item.content for item in files})
     return cluster, rendered, files_by_host(cluster, rendered, b"k" * 1024)
 
 

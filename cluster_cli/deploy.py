@@ -28,6 +28,7 @@ from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.paths import cluster_state_dir, default_build_dir
 from cluster_cli.plan import Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
+from cluster_cli.render.health_conf import with_host_health_texts
 
 LOG_TAIL_LINES = 20
 # daemon log tails are fetched (one ad-hoc Ansible run each) for this many failed hosts at most
@@ -140,8 +141,9 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
 
 
 def _rendered_and_munge_key(prepared: Prepared) -> tuple[dict[str, str], bytes]:
-    """The build's files by path, and the munge key the hosts should hold."""
-    rendered = {item.path: item.content for item in prepared.bundle.files}
+    """The build's files by path (each host's health text too, host_health_path), and the munge key
+    the hosts should hold."""
+    rendered = with_host_health_texts({item.path: item.content for item in prepared.bundle.files})
     return rendered, prepared.bundle.secrets.munge_key_path.read_bytes()
 
 

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
-from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_CONFIG_PATH
+from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, host_health_path
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -31,7 +31,7 @@ class HostFile:
     """A file a host should hold: its path there, the rendered file it comes from, its checksum."""
 
     path: str
-    source: str  # the build directory path, or "munge.key"
+    source: str  # the build directory path, BUNDLE:HOST (host_health_path), or "munge.key"
     sha256: str | None  # None: the host must not have it (an optional file the cluster dropped)
     secret: bool = False
 
@@ -47,7 +47,7 @@ def sha256_text(text: str) -> str:
 def files_for_host(
     cluster: Cluster, host: ManagedHost, checksums: dict[str, str], munge_key_sha256: str
 ) -> list[HostFile]:
-    """``checksums`` maps build directory paths to the sha256 of their text."""
+    """``checksums`` maps build directory paths (and host_health_path's names) to the sha256 of their text."""
     conf_dir = cluster.inventory.slurm.paths.conf_dir
     keeps_files = not cluster.inventory.slurm.configless or bool(host.roles & CONFIGLESS_FILE_ROLES)
     files = []
@@ -59,14 +59,15 @@ def files_for_host(
                               secret=True))
     if host.slurmd_nodes:
         # roles/slurmd: the health check's expectations (none, and removed, when the check is off)
-        source = f"{HEALTH_BUILD_DIR}/{host.name}.json"
+        source = host_health_path(host.name)
         files.append(HostFile(HEALTH_CONFIG_PATH, source, checksums.get(source)))
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
 
 
 def files_by_host(cluster: Cluster, rendered: dict[str, str], munge_key: bytes) -> dict[str, list[HostFile]]:
-    """``rendered`` maps build directory paths to their text; each is hashed once, not per host."""
+    """``rendered`` maps build directory paths to their text, with each host's health text taken out
+    of its bundle (health_conf.with_host_health_texts); each is hashed once, not per host."""
     checksums = {path: sha256_text(text) for path, text in rendered.items() if text}
     munge_key_sha256 = hashlib.sha256(munge_key).hexdigest()
     return {name: files_for_host(cluster, host, checksums, munge_key_sha256) for name, host in cluster.hosts.items()}

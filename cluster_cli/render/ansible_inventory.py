@@ -58,12 +58,12 @@ def _slurmd_nodes(host: ManagedHost, default_port: int) -> list[dict[str, Any]]:
         if node.group.gpus and node.group.gpus.fake
         for path in node.gpu_devices
     ]
-    minors = _fake_minors(fake_devices)
     if not fake_devices:
         return [
             {"name": node.name, "port": node.port or default_port, "fake_gpus": []}
             for node in host.slurmd_nodes
         ]
+    minors = _fake_minors(fake_devices)
     return [
         {
             "name": node.name,

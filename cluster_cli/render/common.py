@@ -71,15 +71,23 @@ def json_text(value: Any) -> str:
     """``json.dumps(value, indent=2)``, the very same text, several times faster: the standard
     library writes indented JSON with its pure-Python encoder (the C one cannot indent), which
     takes 0.15 s for the Ansible inventory of 10,000 hosts."""
+    return json_text_at(value, 0)
+
+
+def json_text_at(value: Any, depth: int) -> str:
+    """``json_text(value)`` as it is written ``depth`` levels deep inside another value: each of its
+    lines after the first indented ``2 * depth`` spaces more."""
     scalar = _json_scalar(value)
     if scalar is not None:
         return scalar
     parts: list[str] = []
-    _json_parts(value, "\n", parts, {})
+    _json_parts(value, "\n" + "  " * depth, parts, {})
     return "".join(parts)
 
 
 _JSON_WORDS = {True: "true", False: "false", None: "null"}
+#: A str as JSON, as json_text writes it, without json_text's look at what kind of value it is.
+json_string = _quote
 
 
 def _json_scalar(value: Any) -> str | None:

@@ -1,6 +1,7 @@
 """roles/slurmd's health check files (its configure phase): the checker and this host's
-expectations installed, kept unchanged on a second run, removed when the check is off; installed
-where slurm.conf and the checker look for them (the paths cluster_cli/render/health_conf.py names).
+expectations (its text in its bundle, byte for byte) installed, kept unchanged on a second run,
+removed when the check is off; installed where slurm.conf and the checker look for them (the paths
+cluster_cli/render/health_conf.py names).
 
 The installed paths are private variables pointed into a temporary directory; the phase runs as
 on a host without systemd and without pam_slurm_adopt, its other paths in that directory too.
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from role_runner import HOST, REPO, ansible_playbook, is_root, run_tasks
 
-from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_PROGRAM_PATH
+from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_PROGRAM_PATH, health_bundle
 
 pytestmark = [
     pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
@@ -40,11 +41,14 @@ def test_installed_then_unchanged_then_removed_when_off(tmp_path: Path) -> None:
     build = tmp_path / "build"
     build.mkdir()
     expectations = {"reason_prefix": "cluster-cli health:", "nodes": {"node1": {}}}
-    (build / f"{HOST}.json").write_text(json.dumps(expectations), encoding="utf-8")
+    text = json.dumps(expectations, indent=2) + "\n"
+    # this host's text in its bundle, beside another host's
+    (build / "health").mkdir()
+    (build / health_bundle(HOST)).write_text(json.dumps({"other": "{}\n", HOST: text}), encoding="utf-8")
     program, config = tmp_path / "sbin" / "cluster-cli-health", tmp_path / "cluster-cli-health.json"
     program.parent.mkdir()
     variables: dict[str, object] = {
-        "slurmd_health_config_src": str(build),
+        "slurmd_health_config_src": str(build / "health"),
         "__slurmd_health_program": str(program),
         "__slurmd_health_config": str(config),
         "__slurmd_service_manager": "standalone",
@@ -56,7 +60,7 @@ def test_installed_then_unchanged_then_removed_when_off(tmp_path: Path) -> None:
     assert first.returncode == 0, first.explain()
     assert program.read_bytes() == CHECKER.read_bytes()
     assert (program.stat().st_mode & 0o7777, config.stat().st_mode & 0o7777) == (0o755, 0o644)
-    assert json.loads(config.read_text(encoding="utf-8")) == expectations
+    assert config.read_text(encoding="utf-8") == text
 
     again = run_tasks(tmp_path / "again", "slurmd", ["configure"], variables)
     assert again.returncode == 0, again.explain()

@@ -10,7 +10,9 @@ Regenerate them after an intended change, then read the diff before committing i
     git diff tests/unit/golden/
 
 Each golden file is the build-directory path plus ``.golden`` (``slurm/slurm.conf.golden``,
-``ansible/inventory.yml.golden``), so that yamllint and ansible-lint leave them alone.
+``ansible/inventory.yml.golden``), so that yamllint and ansible-lint leave them alone. The health
+check's bundles (health/XX.json) are kept as the files the hosts receive, ``health/HOST.json``:
+each host's text, whichever bundle it travels in (test_health_conf.py checks the bundles).
 
 The database password is fixed (GOLDEN_PASSWORD) and HOME is /home/operator, so that
 ``~/.ssh/...`` key paths in the Ansible inventory do not depend on who runs the tests.
@@ -18,6 +20,7 @@ The database password is fixed (GOLDEN_PASSWORD) and HOME is /home/operator, so 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from unit_helpers import SHIPPED_INVENTORIES
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
+from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GOLDEN_PASSWORD = "golden-Test_password-0123456789"
@@ -38,6 +42,9 @@ def rendered(name: str) -> dict[str, str]:
     cluster = load_cluster(SHIPPED_INVENTORIES[name])
     files = {item.path: item.content for item in render_configs(cluster, GOLDEN_PASSWORD)}
     files["ansible/inventory.yml"] = render_ansible_inventory(cluster)
+    for bundle in [path for path in files if path.startswith(f"{HEALTH_BUILD_DIR}/")]:
+        for host, text in json.loads(files.pop(bundle)).items():
+            files[f"{HEALTH_BUILD_DIR}/{host}.json"] = text
     return files
 
 

@@ -1,19 +1,35 @@
 """The health check's side of the inventory: the HealthCheck* keys of slurm.conf, each compute
-host's expectations (render/health_conf.py), the role variable, and what the inventory refuses."""
+host's expectations and their bundles (render/health_conf.py), the role variables, and what the
+inventory refuses."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from unit_helpers import SHIPPED_INVENTORIES, load, problems
+import jinja2
+import pytest
+import yaml
+from ansible.plugins.filter.core import get_hash
+from unit_helpers import REPO, SHIPPED_INVENTORIES, load, problems
 
 from cluster_cli.ansible.variables import cluster_variables
-from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH, HEALTH_REASON_PREFIX, render_health_configs
+from cluster_cli.render.health_conf import (
+    HEALTH_PROGRAM_PATH,
+    HEALTH_REASON_PREFIX,
+    health_bundle,
+    host_health_config,
+    host_health_path,
+    render_health_configs,
+    render_health_texts,
+    with_host_health_texts,
+)
 from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.secrets_store import ensure_secrets
 
 HETERO = SHIPPED_INVENTORIES["hetero-local"].read_text(encoding="utf-8")
+MOUNTS = "health_check:\n  mounts: [/data, \"/scratch-\\u00e9\\\"x\"]\n"  # not ASCII, a quote: escaped
 
 
 def health_keys(text: str) -> dict[str, str]:
@@ -36,13 +52,13 @@ def test_interval_and_node_states_come_from_the_inventory() -> None:
 def test_switched_off_nothing_is_rendered_and_the_role_gets_no_source(tmp_path: Path) -> None:
     cluster = load(HETERO + "health_check:\n  enabled: false\n")
     assert health_keys(HETERO + "health_check:\n  enabled: false\n") == {}
-    assert render_health_configs(cluster) == {}
+    assert render_health_configs(cluster) == {} and render_health_texts(cluster) == {}
     variables = cluster_variables(cluster, tmp_path / "build", ensure_secrets(tmp_path / "secrets"))
     assert variables["slurmd_health_config_src"] == ""
 
 
 def test_each_node_gets_its_own_devices_cpus_memory_and_spool_dir() -> None:
-    config = json.loads(render_health_configs(load(HETERO))["health/localhost.json"])
+    config = json.loads(render_health_texts(load(HETERO))["localhost"])
     assert config["reason_prefix"] == HEALTH_REASON_PREFIX
     assert list(config["nodes"]) == ["h100-1", "h100-2", "l4-1", "cpu1", "cpu2"]
     assert config["nodes"]["l4-1"] == {
@@ -57,21 +73,21 @@ def test_each_node_gets_its_own_devices_cpus_memory_and_spool_dir() -> None:
 def test_only_hosts_that_run_slurmd_get_a_file() -> None:
     cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
     compute = {name for name, host in cluster.hosts.items() if host.slurmd_nodes}
-    assert set(render_health_configs(cluster)) == {f"health/{name}.json" for name in compute}
+    assert set(render_health_texts(cluster)) == compute
     assert len(compute) < len(cluster.hosts)
 
 
 def test_configless_nodes_read_the_slurm_conf_their_slurmd_fetched() -> None:
     cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
     assert cluster.inventory.slurm.configless
-    path, text = next(iter(render_health_configs(cluster).items()))
+    text = next(iter(render_health_texts(cluster).values()))
     node, expected = next(iter(json.loads(text)["nodes"].items()))
     assert expected["slurm_conf"] == f"{cluster.inventory.slurm.paths.spool_dir}/{node}/conf-cache/slurm.conf"
 
 
 def test_mounts_and_threshold_are_passed_on() -> None:
-    config = json.loads(render_health_configs(load(
-        HETERO + "health_check:\n  min_free_mb: 5000\n  mounts: [/data, /scratch]\n"))["health/localhost.json"])
+    config = json.loads(render_health_texts(load(
+        HETERO + "health_check:\n  min_free_mb: 5000\n  mounts: [/data, /scratch]\n"))["localhost"])
     assert (config["min_free_mb"], config["mounts"]) == (5000, ["/data", "/scratch"])
 
 
@@ -85,3 +101,48 @@ def test_unknown_node_states_and_relative_mounts_are_refused() -> None:
 def test_the_health_check_keys_are_the_inventorys() -> None:
     found = problems(HETERO.replace("    SlurmdDebug: info", "    SlurmdDebug: info\n    HealthCheckProgram: /usr/sbin/nhc"))
     assert len(found) == 1 and "set by the inventory: use health_check.enabled" in found[0]
+
+
+def test_each_compute_host_s_text_is_in_its_bundle_as_it_is() -> None:
+    cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
+    texts = render_health_texts(cluster)
+    bundles = render_health_configs(cluster)
+    assert len(bundles) < len(texts), "fewer files than hosts"
+    for path, text in bundles.items():
+        assert text == json.dumps(json.loads(text), indent=2) + "\n"
+        for name, host_text in json.loads(text).items():
+            assert health_bundle(name) == path
+            assert host_text == texts[name]
+    assert {name for text in bundles.values() for name in json.loads(text)} == set(texts)
+
+
+def test_plan_finds_each_host_s_text_under_its_name() -> None:
+    cluster = load(HETERO)
+    expanded = with_host_health_texts({"slurm/slurm.conf": "x", **render_health_configs(cluster)})
+    assert expanded[host_health_path("localhost")] == render_health_texts(cluster)["localhost"]
+    assert expanded["slurm/slurm.conf"] == "x"
+
+
+def test_a_bundle_is_named_by_the_first_two_hex_digits_of_the_sha1_of_the_host_name() -> None:
+    assert health_bundle("gpu01") == f"health/{hashlib.sha1(b'gpu01').hexdigest()[:2]}.json"
+
+
+def test_the_role_finds_the_bundle_health_bundle_names() -> None:
+    role_vars = yaml.safe_load((REPO / "roles" / "slurmd" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    expression = role_vars["__slurmd_health_bundle"]
+    environment = jinja2.Environment()
+    environment.filters["hash"] = get_hash
+    template = environment.from_string(expression)
+    for name in ("gpu01", "h100-0001", "node.example.org", "a"):
+        found = template.render(slurmd_health_config_src="health", inventory_hostname=name)
+        assert found == health_bundle(name)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
+def test_each_host_s_text_is_json_dumps_of_its_expectations_indented_by_2(name: str) -> None:
+    # render_health_texts writes what hosts share once; the text must stay json.dumps's, byte for byte
+    cluster = load(SHIPPED_INVENTORIES[name].read_text(encoding="utf-8") + MOUNTS)
+    texts = render_health_texts(cluster)
+    assert texts, "the shipped inventories have compute hosts"
+    for host, text in texts.items():
+        assert text == json.dumps(host_health_config(cluster, cluster.hosts[host]), indent=2) + "\n"
