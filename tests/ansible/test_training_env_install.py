@@ -12,6 +12,7 @@ import ensurepip
 import grp
 import pwd
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from role_runner import TARGET_PYTHON, ansible_playbook, run_tasks
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
 TASK = "Create the virtual environment where it is missing and find the pinned packages it lacks"
+PIP_TASK = "Install the pinned packages, check that torch imports at the pinned version"
 
 
 def _variables(venv: Path, packages: list[str]) -> dict[str, object]:
@@ -59,8 +61,8 @@ def test_check_mode_creates_nothing_and_counts_every_pin_missing(tmp_path: Path)
     assert not venv.exists()
     assert _task_line(run.stdout).startswith("changed:"), run.explain()  # it would create the environment
     # pip would run with every pin: the install task is reached (a command is skipped in check mode).
-    assert "TASK [training_env : Install the pinned packages]" in run.stdout
-    assert "skipping: [testhost]" in run.stdout.split("TASK [training_env : Install the pinned packages]", 1)[1]
+    assert f"TASK [training_env : {PIP_TASK}]" in run.stdout, run.explain()
+    assert run.stdout.split(f"TASK [training_env : {PIP_TASK}]", 1)[1].split("\n", 1)[1].lstrip().startswith("skipping:")
 
 
 def test_the_environment_is_created_once_and_a_satisfied_pin_installs_nothing(tmp_path: Path) -> None:
@@ -85,4 +87,47 @@ def test_an_environment_that_cannot_be_made_fails_the_task(tmp_path: Path) -> No
     run = run_tasks(tmp_path / "fail", "training_env", ["install"], _variables(venv, []))
     assert run.returncode != 0 and run.recap()["failed"] == 1, run.explain()
     assert "Not a directory" in _task_line(run.stdout), run.explain()  # python -m venv's own error
-    assert "Install the pinned packages]" not in run.stdout
+    assert PIP_TASK not in run.stdout
+
+
+def _fake_torch_wheel(directory: Path, reported: str) -> None:
+    """torch 2.13.0 (its metadata) whose ``torch.__version__`` is ``reported``; None: its import fails."""
+    directory.mkdir()
+    init = "raise ImportError('libtorch is broken')\n" if reported is None else f"__version__ = {reported!r}\n"
+    info = "torch-2.13.0.dist-info"
+    files = {
+        "torch/__init__.py": init,
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: cluster-cli-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(directory / "torch-2.13.0-py3-none-any.whl", "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+
+
+
+@pytest.mark.parametrize(("reported", "message"), [
+    ("2.13.0+cpu", None),
+    ("2.12.0", "torch does not import at the pinned version 2.13.0 after pip install: it reports 2.12.0"),
+    (None, "torch does not import at the pinned version 2.13.0 after pip install: import torch failed (above)"),
+])
+def test_pip_installs_the_pin_and_torch_must_import_at_it_in_the_same_task(
+    tmp_path: Path, reported: str | None, message: str | None
+) -> None:
+    wheels = tmp_path / "wheels"
+    _fake_torch_wheel(wheels, reported)
+    variables = _variables(tmp_path / "venv", []) | {
+        "training_env_torch_version": "2.13.0",
+        "training_env_pip_args": ["--no-index", f"--find-links={wheels}"],
+    }
+    run = run_tasks(tmp_path / "install", "training_env", ["install", "run"], variables)
+    assert f"TASK [training_env : {PIP_TASK}]" in run.stdout, run.explain()
+    assert "Check that torch imports at the pinned version]" not in run.stdout  # no task of its own
+    if message is None:
+        assert run.returncode == 0, run.explain()
+        again = run_tasks(tmp_path / "again", "training_env", ["install", "run"], variables)
+        assert again.returncode == 0 and again.recap()["changed"] == 0, again.explain()
+    else:
+        assert run.returncode != 0 and run.recap()["failed"] == 1, run.explain()
+        assert message in run.text, run.explain()
