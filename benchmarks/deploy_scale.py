@@ -139,12 +139,13 @@ def inventory_text(cluster: str, hosts: list[dict[str, Any]]) -> str:
 
 def ansible_settings(hosts: int) -> dict[str, str]:
     """forks as cluster-cli sizes them for ``hosts`` hosts on this machine (cluster_cli.ansible.forks),
-    strategy, gathering, pipelining and ssh_args as the repository's ansible.cfg sets them."""
+    strategy, gathering, pipelining and ssh_args as the repository's ansible.cfg sets them (the
+    strategy as ANSIBLE_STRATEGY sets it, when it does: cluster-cli passes the environment on)."""
     config = configparser.ConfigParser()
     config.read(REPO / "ansible.cfg")
     return {
         "forks": forks_environment(hosts).get("ANSIBLE_FORKS") or os.environ["ANSIBLE_FORKS"],
-        "strategy": config.get("defaults", "strategy", fallback="linear"),
+        "strategy": os.environ.get("ANSIBLE_STRATEGY") or config.get("defaults", "strategy", fallback="linear"),
         "gathering": config.get("defaults", "gathering", fallback="implicit"),
         "pipelining": config.get("ssh_connection", "pipelining", fallback="False"),
         "ssh_args": config.get("ssh_connection", "ssh_args", fallback=""),
