@@ -31,6 +31,11 @@ APT_LOCK_TIMEOUT_S = 600
 APT_CACHE_VALID_S = 86400
 
 
+def package_name(entry: str) -> str:
+    """The package of an entry, "name" or "name=version"."""
+    return entry.split("=", 1)[0]
+
+
 def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
     """The entries of ``wanted`` ("name" or "name=version") dpkg does not have as wanted.
 
@@ -38,13 +43,13 @@ def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
     name=version only by that version. Order and duplicates of ``wanted`` are kept.
     """
     installed = [line.split(" ")[0] for line in dpkg_lines if _INSTALLED.search(line)]
-    have = installed + [re.sub("=.*$", "", entry) for entry in installed]
+    have = installed + [package_name(entry) for entry in installed]
     return [package for package in wanted if package not in have]
 
 
 def dpkg_query_command(names: list[str]) -> str:
     """The dpkg-query command line for the package names of ``names`` (pins dropped), quoted."""
-    packages = [re.sub("=.*$", "", entry) for entry in names]
+    packages = [package_name(entry) for entry in names]
     return " ".join(shlex.quote(word) for word in ["dpkg-query", "--show", f"--showformat={DPKG_FORMAT}", *packages])
 
 
