@@ -58,20 +58,27 @@ def _group_expectations(node: SlurmNode) -> dict[str, Any]:
     }
 
 
+def _spool_dir(cluster: Cluster, node: SlurmNode) -> str:
+    return f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
+
+
 def _own_expectations(cluster: Cluster, node: SlurmNode) -> dict[str, Any]:
-    spool_dir = f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
+    spool_dir = _spool_dir(cluster, node)
     return {
         "slurm_conf": _slurm_conf(cluster, spool_dir),
         "free_space_dirs": [spool_dir, cluster.inventory.training.work_dir],
     }
 
 
-def host_health_config(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
+def _check_settings(cluster: Cluster) -> dict[str, Any]:
+    """What every host's file holds before its nodes."""
     settings = cluster.inventory.health_check
+    return {"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb, "mounts": list(settings.mounts)}
+
+
+def host_health_config(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
     return {
-        "reason_prefix": HEALTH_REASON_PREFIX,
-        "min_free_mb": settings.min_free_mb,
-        "mounts": list(settings.mounts),
+        **_check_settings(cluster),
         "nodes": {node.name: node_expectations(cluster, node) for node in host.slurmd_nodes},
     }
 
@@ -94,10 +101,8 @@ def render_health_texts(cluster: Cluster) -> dict[str, str]:
     none when the check is off."""
     if not cluster.inventory.health_check.enabled:
         return {}
-    settings = cluster.inventory.health_check
     # json_text(host_health_config(...)), the very text, each piece hosts share written once
-    head = json_text({"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb,
-                      "mounts": list(settings.mounts)})[:-2] + ',\n  "nodes": {'
+    head = json_text(_check_settings(cluster))[:-2] + ',\n  "nodes": {'
     shared: dict[tuple[int, tuple[str, ...]], str] = {}
     return {
         name: head + ",".join(f"\n    {json_string(node.name)}: {_node_text(cluster, node, shared)}"
@@ -116,7 +121,7 @@ def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[int, tuple[
         # the members without the closing "\n    }", then the node's own after a comma
         start = shared[key] = json_text_at(_group_expectations(node), 2)[:-6] + ","
     # _own_expectations, written here (a unit test holds the text to json.dumps's)
-    spool_dir = f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
+    spool_dir = _spool_dir(cluster, node)
     slurm_conf = json_string(_slurm_conf(cluster, spool_dir))
     work_dir = json_string(cluster.inventory.training.work_dir)
     return (
