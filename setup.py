@@ -1,6 +1,6 @@
 """setuptools hook: the wheel carries what cluster-cli runs, so `pip install .` or pipx works.
 
-The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, action_plugins/) and
+The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, action_plugins/, lookup_plugins/) and
 the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
 cluster_cli.paths.project_root() finds it there. An editable install keeps using the checkout.
@@ -15,7 +15,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SOURCE = Path(__file__).resolve().parent
-SHIPPED = ("ansible.cfg", "playbooks", "roles", "filter_plugins", "library", "action_plugins", "training")
+SHIPPED = ("ansible.cfg", "playbooks", "roles", "filter_plugins", "library", "action_plugins", "lookup_plugins", "training")
 
 
 class BuildPyWithProject(build_py):

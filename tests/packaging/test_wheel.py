@@ -44,6 +44,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheel = next((work / "dist").glob("cluster_cli-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "action_plugins/cluster_packages.py",
+                    "lookup_plugins/role_template.py",
                     "training/launch.sh"):
         assert f"cluster_cli/share/{shipped}" in names, f"the wheel lacks {shipped}"
     run([*pip, "install", "--no-deps", "--target", str(work / "site"), str(wheel)], cwd=work)

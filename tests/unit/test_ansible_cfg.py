@@ -42,3 +42,8 @@ def test_the_playbooks_gather_only_the_service_manager_facts() -> None:
         plays = yaml.safe_load((REPO / "playbooks" / playbook).read_text(encoding="utf-8"))
         subsets = [play["gather_subset"] for play in plays if play.get("gather_facts")]
         assert subsets and all(subset == ["!all", "!min", "service_mgr"] for subset in subsets), playbook
+
+
+def test_the_roles_find_their_lookups() -> None:
+    assert settings().get("defaults", "lookup_plugins") == "lookup_plugins"
+    assert (REPO / "lookup_plugins" / "role_template.py").is_file()
