@@ -138,7 +138,7 @@ def run_playbook(
         {
             "ANSIBLE_CONFIG": str(project / "ansible.cfg"),
             "ANSIBLE_CALLBACK_PLUGINS": str(PLUGIN_DIR),
-            "ANSIBLE_CALLBACKS_ENABLED": "cluster_cli_events",
+            "ANSIBLE_CALLBACKS_ENABLED": "cluster_cli_events,cluster_cli_warmup",
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_NOCOLOR": "1",
             "CLUSTER_CLI_EVENTS_FD": str(write_end),
