@@ -89,10 +89,27 @@ def _expand_name(pattern: str, expression: str) -> list[str]:
     return [name + tail for name in names]
 
 
+# Expressions expanded before, with their names: validation, resolve and render expand the same
+# ones (a group's nodes and addresses, a switch's nodes). At most _expanded_room names in all.
+_EXPANDED: dict[str, list[str]] = {}
+_expanded_room = 200_000
+
+
 def expand(expression: str) -> list[str]:
     """Expand a hostlist expression into names, in the order written."""
     if not isinstance(expression, str):
         raise HostlistError(f"a hostlist must be a string, not {type(expression).__name__}")
+    global _expanded_room
+    names = _EXPANDED.get(expression)
+    if names is None:
+        names = _expand(expression)
+        if len(names) <= _expanded_room:
+            _EXPANDED[expression] = names
+            _expanded_room -= len(names)
+    return list(names)
+
+
+def _expand(expression: str) -> list[str]:
     expression = expression.strip()
     if not expression:
         raise HostlistError("empty hostlist")
