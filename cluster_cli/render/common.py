@@ -86,10 +86,18 @@ def json_text_at(value: Any, depth: int) -> str:
     return "".join(parts)
 
 
+class JsonMembers(dict):  # type: ignore[type-arg]
+    """Names and their values as JSON text already: json_lines writes each as one line."""
+
+
 def json_lines(value: Any, flat_depth: int, newline: str = "\n") -> str:
     """JSON indented by 2 as ``json_text`` writes it, except that each container ``flat_depth``
     levels deep is one line, ``json.dumps(item)``'s text: written by the C encoder, several times
     faster than indenting it."""
+    if value.__class__ is JsonMembers and value:
+        inner = newline + "  "
+        members = [f"{_quote(key)}: {text}" for key, text in value.items()]
+        return "{" + inner + ("," + inner).join(members) + newline + "}"
     if flat_depth == 0 or not value or value.__class__ not in (dict, list, tuple):
         return _one_line(value)
     inner = newline + "  "

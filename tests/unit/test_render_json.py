@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from cluster_cli.render.common import json_lines, json_text
+from cluster_cli.render.common import JsonMembers, json_lines, json_text
 
 
 class Port(enum.IntEnum):
@@ -76,3 +76,8 @@ def test_json_lines_writes_each_container_of_the_flat_depth_on_one_line():
 def test_json_lines_refuses_what_json_refuses():
     with pytest.raises(TypeError):
         json_lines({"a": {"b": {1, 2}}}, 1)
+
+
+def test_json_members_are_written_as_they_are_one_line_each():
+    value = {"hosts": JsonMembers({"n1": '{"port": 22}', "n2": "{}"}), "none": JsonMembers()}
+    assert json_lines(value, 5) == '{\n  "hosts": {\n    "n1": {"port": 22},\n    "n2": {}\n  },\n  "none": {}\n}'
