@@ -91,8 +91,8 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def validate(inventory: Path, quiet: bool) -> None:
     """Check an inventory; report every problem as file:line: field: message."""
-    from cluster_cli.loader import load_cluster
-    with _no_cycle_collection():
+    with _no_cycle_collection():  # the imports too: pydantic's model classes are made then
+        from cluster_cli.loader import load_cluster
         cluster = load_cluster(inventory)
     if not quiet:
         groups = len(cluster.inventory.node_groups)
@@ -115,16 +115,17 @@ def validate(inventory: Path, quiet: bool) -> None:
 )
 def render(inventory: Path, output: Path | None) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf and the Ansible inventory."""
-    from cluster_cli.build import build_bundle, secrets_dir_for
-    from cluster_cli.loader import load_cluster
-    from cluster_cli.paths import default_build_dir
     with _no_cycle_collection():
+        from cluster_cli.build import build_bundle, secrets_dir_for
+        from cluster_cli.loader import load_cluster
+        from cluster_cli.paths import default_build_dir
         cluster = load_cluster(inventory)
         target = output or default_build_dir(cluster.name)
         bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
-    for item in bundle.files:
-        note = " (0600, holds a secret)" if item.secret else ""
-        click.echo(f"wrote {bundle.directory / item.path}{note}")
+    click.echo("\n".join(  # one write, not one a file
+        f"wrote {bundle.directory / item.path}{' (0600, holds a secret)' if item.secret else ''}"
+        for item in bundle.files
+    ))
 
 
 @main.command()

@@ -244,14 +244,16 @@ def _syntax_error_position(error: yaml.MarkedYAMLError, text: str) -> tuple[int,
     return min(line, _last_line(text)), " ".join(reason.split())
 
 
-def validate_data(data: Any, source: SourceMap, file: str) -> Inventory:
-    """Turn parsed YAML into the typed model; every schema problem is reported at once."""
+def validate_data(data: Any, source: SourceMap, file: str, document: str | None = None) -> Inventory:
+    """Turn parsed YAML into the typed model; every schema problem is reported at once. With the
+    ``document``'s text, its strings are searched for template markers only where it may hold one."""
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InventoryError([Problem(file, 1, "(top level)", f"an inventory is a mapping of fields, not {kind}")])
+    templates = _template_strings(data) if document is None or _may_hold_a_template(document) else []
     problems = [
         Problem(file, source.line_of(where), format_location(where), _TEMPLATE_MESSAGE.format(_shorten(text)))
-        for where, text in _template_strings(data)
+        for where, text in templates
     ]
     try:
         inventory = Inventory.model_validate(data)
@@ -269,6 +271,12 @@ TEMPLATE_MARKERS = ("{{", "{%", "{#")
 _TEMPLATE_MESSAGE = (
     "{} holds '{{{{', '{{%' or '{{#': Ansible would evaluate it as a template, on the control node"
 )
+
+
+def _may_hold_a_template(document: str) -> bool:
+    """Whether a key or string of the YAML text may hold a marker: only where the text has one, or a
+    backslash (an escape, "\\x7b\\x7b" is '{{'; or a double-quoted line joined to the next)."""
+    return "\\" in document or any(marker in document for marker in TEMPLATE_MARKERS)
 
 
 def _template_strings(data: Any) -> list[tuple[Location, str]]:
@@ -316,7 +324,7 @@ def read_inventory_text(path: Path) -> str:
 
 def load_cluster_text(text: str, file: str) -> Cluster:
     data, source = parse_yaml(text, file)
-    inventory = validate_data(data, source, file)
+    inventory = validate_data(data, source, file, text)
     return resolve(inventory, source, file)
 
 

@@ -93,17 +93,30 @@ def write_files(directory: Path, files: list[RenderedFile]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
         os.chmod(staging, 0o700)
+        made = {staging}
         for item in [RenderedFile(BUILD_MARKER, _MARKER_TEXT), *files]:
             target = staging / item.path
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, item.mode)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(item.content)
-            os.chmod(target, item.mode)
+            if target.parent not in made:
+                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                made.add(target.parent)
+            _write_new(target, item.content.encode("utf-8"), item.mode)
         swap_in(staging, directory, KEPT_DIRS)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """A new file of exactly ``mode`` (not narrowed by the umask) holding ``data``; written with
+    os.write, without a file object's buffer and its checks (three system calls fewer a file)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(descriptor, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+    finally:
+        os.close(descriptor)
 
 
 def swap_in(staging: Path, directory: Path, keep: tuple[str, ...] = ()) -> None:

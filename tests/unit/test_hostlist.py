@@ -118,6 +118,15 @@ def test_the_limit_itself_is_allowed():
     assert len(expand(f"n[1-{hostlist.MAX_EXPANSION}]")) == hostlist.MAX_EXPANSION
 
 
+def test_an_expansion_met_again_is_a_new_list_of_the_same_names():
+    first = expand("cache-test[1-3]")
+    first.append("changed")
+    assert expand("cache-test[1-3]") == ["cache-test1", "cache-test2", "cache-test3"]
+    for _ in range(2):  # a refused expression is refused every time
+        with pytest.raises(HostlistError, match="goes backwards"):
+            expand("cache-test[3-1]")
+
+
 # -- compression: examples -------------------------------------------------------------------------
 
 

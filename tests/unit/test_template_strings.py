@@ -47,3 +47,9 @@ def test_a_value_reached_through_an_alias_is_reported_once():
 def test_braces_that_start_no_template_are_fine():
     text = BASE + "slurm:\n  conf:\n    Prolog: /p{x}\n"
     assert problems(text) == []
+
+
+@pytest.mark.parametrize("spelling", ["\\x7b{", "{\\u007b", "\\U0000007b\\x7b", "{\\\n  {"])
+def test_a_marker_written_with_escapes_is_refused(spelling):
+    text = BASE + f'training:\n  work_dir: "/srv/{spelling}x}}}}"\n'
+    assert problems(text) == [problem(text, "work_dir:", "training.work_dir", f"'/srv/{{{{x}}}}' {HOLDS}")]
