@@ -53,6 +53,10 @@ class WorkerCost:
     def cpu_s(self) -> float:
         return sum(task.cpu_s for task in self.tasks)
 
+    @property
+    def mean_ms(self) -> float:
+        return 1000 * self.cpu_s / self.workers if self.workers else 0.0
+
 
 def read_records(path: Path) -> list[dict[str, object]]:
     if not path.exists():
@@ -89,10 +93,9 @@ def report(cost: WorkerCost, top: int = 25) -> str:
         faults = task.minor_faults // task.workers if task.workers else 0
         lines.append(f"| {task.task} | {task.workers} | {task.cpu_s:.2f} | {task.mean_ms:.0f} | {faults} |")
     per_host = cost.cpu_s / cost.hosts if cost.hosts else 0.0
-    mean_ms = 1000 * cost.cpu_s / cost.workers if cost.workers else 0.0
     lines.append("")
     lines.append(f"{cost.workers} workers on {cost.hosts} hosts: {cost.cpu_s:.2f} CPU-s, {per_host:.2f} per host, "
-                 f"{mean_ms:.0f} ms per worker.")
+                 f"{cost.mean_ms:.0f} ms per worker.")
     if cost.main_cpu_s is not None:
         lines.append(f"Main ansible-playbook process (all hosts): {cost.main_cpu_s:.2f} CPU-s.")
     return "\n".join(lines)
