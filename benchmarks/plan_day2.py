@@ -76,7 +76,7 @@ def from_text(text: str):
     inventory, source = render_10k.parse_and_validate(text)
     cluster = resolve(inventory, source, "bench.yaml")  # type: ignore[arg-type]
     files = render_configs(cluster, render_10k.PASSWORD)
-    rendered = with_host_health_texts({item.path: item.content for item in files})
+    rendered = with_host_health_texts({item.path: item.content for item in files}, cluster)
     return cluster, rendered, files_by_host(cluster, rendered, b"k" * 1024)
 
 

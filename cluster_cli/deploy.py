@@ -143,7 +143,7 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
 def _rendered_and_munge_key(prepared: Prepared) -> tuple[dict[str, str], bytes]:
     """The build's files by path (each host's health text too, host_health_path), and the munge key
     the hosts should hold."""
-    rendered = with_host_health_texts({item.path: item.content for item in prepared.bundle.files})
+    rendered = with_host_health_texts({item.path: item.content for item in prepared.bundle.files}, prepared.cluster)
     return rendered, prepared.bundle.secrets.munge_key_path.read_bytes()
 
 

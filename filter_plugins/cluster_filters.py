@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -565,6 +566,22 @@ def keys_mismatched(hosts: list[str], results: list[dict[str, Any]], checksum: s
     return mismatched
 
 
+def health_config_text(document: str, nodes: list[str]) -> str:
+    """A compute host's /etc/cluster-cli-health.json: its ``nodes`` (Slurm node names) out of the
+    cluster's expectations, ``document`` (the text of BUILD_DIR/health/expectations.json), as `plan`
+    expects it (cluster_cli/health_expectations.py makes it for both).
+
+        'content': lookup('ansible.builtin.file', __slurmd_health_document) | health_config_text(__slurmd_names)
+    """
+    # the control node runs cluster-cli's Ansible; standard library only, imported in every worker
+    from cluster_cli.health_expectations import HostHealthTexts, UnknownNode
+
+    try:
+        return HostHealthTexts(json.loads(document)).text(nodes)
+    except UnknownNode as error:
+        raise AnsibleFilterError(f"health_config_text: {error}") from None
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -592,4 +609,5 @@ class FilterModule:
             "cluster_files_changes": cluster_files_changes,
             "slurmd_not_reregistered": slurmd_not_reregistered,
             "keys_mismatched": keys_mismatched,
+            "health_config_text": health_config_text,
         }

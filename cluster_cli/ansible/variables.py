@@ -114,7 +114,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # slurmd
         "slurmd_spool_dir": paths.spool_dir,
         "slurmd_conf_server": conf_server(cluster),
-        # each host's text is in its bundle there (health_conf.health_bundle); empty: no health check
+        # the document each host's file is made from (health_conf.HEALTH_DOCUMENT); empty: no health check
         "slurmd_health_config_src": str(build_dir / HEALTH_BUILD_DIR) if inventory.health_check.enabled else "",
         "slurmd_pam_adopt_allow": [
             *inventory.node_access.admin_users, *(f"({group})" for group in inventory.node_access.admin_groups)

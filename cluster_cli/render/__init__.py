@@ -11,7 +11,7 @@ from pathlib import Path
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
 from cluster_cli.render.gres_conf import render_gres_conf
-from cluster_cli.render.health_conf import render_health_configs
+from cluster_cli.render.health_conf import render_health_document
 from cluster_cli.render.nccl_conf import render_nccl_conf
 from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.render.slurmdbd_conf import render_slurmdbd_conf
@@ -27,14 +27,14 @@ class RenderedFile:
 
 
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
-    """The Slurm and NCCL configuration files, the health check's per host; slurmdbd.conf only with accounting."""
+    """The Slurm and NCCL configuration files, the health check's document; slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
         RenderedFile("slurm/gres.conf", render_gres_conf(cluster)),
         RenderedFile("slurm/cgroup.conf", render_cgroup_conf(cluster)),
         RenderedFile("nccl/nccl.conf", render_nccl_conf(cluster)),
     ]
-    files += [RenderedFile(path, text) for path, text in render_health_configs(cluster).items()]
+    files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
     topology = render_topology_conf(cluster)
     if topology is not None:
         files.append(RenderedFile("slurm/topology.conf", topology))

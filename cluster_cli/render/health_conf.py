@@ -1,26 +1,28 @@
-"""The node health check's expectations, one JSON text per compute host, shipped in bundles.
+"""The node health check's expectations: one document for the cluster, each host's file made from it.
 
 roles/slurmd installs the checker (roles/slurmd/files/cluster-cli-health, Slurm's
-HealthCheckProgram) and its host's text beside it; slurmd runs the checker with SLURMD_NODENAME set,
+HealthCheckProgram) and its host's file beside it; slurmd runs the checker with SLURMD_NODENAME set,
 and the checker looks its node up there: the CPUs, memory and GPU device files slurm.conf and
 gres.conf give it, its spool directory, the slurm.conf its scontrol reads. The checker cannot import
 cluster_cli, so the reason prefix travels in the file: it is defined here only.
 
-The build directory holds the texts in at most 256 bundles, not one file per host (creating 10,000
-files was most of a render of 10,000 nodes): health/XX.json maps each host whose name's SHA-1 starts
-with the hex digits XX to its text, which the role looks up (``inventory_hostname | hash('sha1')``)
-and writes as it is.
+The build directory holds one document, health/expectations.json (``render_health_document``):
+the check's settings, each kind of node's expectations (the nodes of a group with the same GPU
+device files) and each node's kind. A host's file is made from it by
+cluster_cli/health_expectations.py, for the role (its ``health_config_text`` filter) and for `plan`
+alike: what the nodes of a group share is written once, not once per host (one file per host, then
+one text per host in 256 bundles, were most of a render of 10,000 nodes).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
-from cluster_cli.render.common import json_string, json_text, json_text_at
+from cluster_cli.cluster import Cluster, SlurmNode
+from cluster_cli.health_expectations import HostHealthTexts
+from cluster_cli.render.common import json_string, json_text
 
 # A drain whose reason starts with this is the health check's own: it lifts it when the node
 # passes again. Any other reason (an administrator's, `cluster-cli nodes drain`'s, Slurm's) it
@@ -30,25 +32,19 @@ HEALTH_REASON_PREFIX = "cluster-cli health:"
 # arguments, so the checker's default config path is this one; a unit test holds them equal).
 HEALTH_PROGRAM_PATH = "/usr/local/sbin/cluster-cli-health"
 HEALTH_CONFIG_PATH = "/etc/cluster-cli-health.json"
-# The build directory's folder of bundles: health/XX.json (health_bundle).
+# The build directory's folder of the health check's document, and the document's name in it.
 HEALTH_BUILD_DIR = "health"
-# Hex digits of the SHA-1 of a host's name that name its bundle: 16 ** 2 bundles at most.
-_BUNDLE_DIGITS = 2
+HEALTH_DOCUMENT = "expectations.json"
 
 
-def _slurm_conf(cluster: Cluster, spool_dir: str) -> str:
-    """The slurm.conf the node's scontrol reads: in configless mode the copy its slurmd fetched."""
-    if cluster.inventory.slurm.configless:
-        return f"{spool_dir}/conf-cache/slurm.conf"
-    return f"{cluster.inventory.slurm.paths.conf_dir}/slurm.conf"
+def _check_settings(cluster: Cluster) -> dict[str, Any]:
+    """What every host's file holds before its nodes."""
+    settings = cluster.inventory.health_check
+    return {"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb, "mounts": list(settings.mounts)}
 
 
-def node_expectations(cluster: Cluster, node: SlurmNode) -> dict[str, Any]:
-    return {**_group_expectations(node), **_own_expectations(cluster, node)}
-
-
-def _group_expectations(node: SlurmNode) -> dict[str, Any]:
-    """What a node expects that is the same for the nodes of its group (their devices, mostly)."""
+def _kind_expectations(node: SlurmNode) -> dict[str, Any]:
+    """What a node expects that is the same for the nodes of its kind (its group's, mostly devices)."""
     group = node.group
     return {
         "cpus": group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
@@ -58,93 +54,61 @@ def _group_expectations(node: SlurmNode) -> dict[str, Any]:
     }
 
 
-def _spool_dir(cluster: Cluster, node: SlurmNode) -> str:
-    return f"{cluster.inventory.slurm.paths.spool_dir}/{node.name}"
-
-
-def _own_expectations(cluster: Cluster, node: SlurmNode) -> dict[str, Any]:
-    spool_dir = _spool_dir(cluster, node)
+def health_document(cluster: Cluster) -> dict[str, Any] | None:
+    """The expectations of every node that runs on a compute host (health_expectations.py reads
+    them); None when the check is off."""
+    if not cluster.inventory.health_check.enabled:
+        return None
+    paths = cluster.inventory.slurm.paths
+    kinds: dict[tuple[int, tuple[str, ...]], int] = {}
+    examples: list[SlurmNode] = []
+    node_kinds: dict[str, int] = {}
+    for host in cluster.hosts.values():
+        for node in host.slurmd_nodes:
+            key = (id(node.group), node.gpu_devices)
+            kind = kinds.get(key)
+            if kind is None:
+                kind = kinds[key] = len(examples)
+                examples.append(node)
+            node_kinds[node.name] = kind
     return {
-        "slurm_conf": _slurm_conf(cluster, spool_dir),
-        "free_space_dirs": [spool_dir, cluster.inventory.training.work_dir],
+        "check": _check_settings(cluster),
+        "conf_dir": paths.conf_dir,
+        "configless": cluster.inventory.slurm.configless,
+        "spool_dir": paths.spool_dir,
+        "work_dir": cluster.inventory.training.work_dir,
+        "kinds": [_kind_expectations(node) for node in examples],
+        "nodes": node_kinds,
     }
 
 
-def _check_settings(cluster: Cluster) -> dict[str, Any]:
-    """What every host's file holds before its nodes."""
-    settings = cluster.inventory.health_check
-    return {"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb, "mounts": list(settings.mounts)}
-
-
-def host_health_config(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
-    return {
-        **_check_settings(cluster),
-        "nodes": {node.name: node_expectations(cluster, node) for node in host.slurmd_nodes},
-    }
-
-
-def health_bundle(host_name: str) -> str:
-    """The build directory path of the bundle with ``host_name``'s text (roles/slurmd/vars/main.yml
-    finds it the same way: a unit test holds the two equal)."""
-    digest = hashlib.sha1(host_name.encode("utf-8"), usedforsecurity=False).hexdigest()
-    return f"{HEALTH_BUILD_DIR}/{digest[:_BUNDLE_DIGITS]}.json"
+def render_health_document(cluster: Cluster) -> dict[str, str]:
+    """Build directory path -> text of the document: json_text's, with each node on one line."""
+    document = health_document(cluster)
+    if document is None:
+        return {}
+    nodes = document.pop("nodes")
+    head = json_text(document)[:-2]  # without the closing "\n}": "nodes" goes last
+    lines = ",".join(f"\n    {json_string(name)}: {kind}" for name, kind in nodes.items())
+    return {f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}": f'{head},\n  "nodes": {{{lines}\n  }}\n}}\n'}
 
 
 def host_health_path(host_name: str) -> str:
-    """The name `plan` knows a host's text by: BUNDLE:HOST, its entry in its bundle (no host name
-    has a colon, so it is never a bundle's path)."""
-    return f"{health_bundle(host_name)}:{host_name}"
+    """The name `plan` knows a host's file by: DOCUMENT:HOST (no host name has a colon, so it is
+    never a path of the build)."""
+    return f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}:{host_name}"
 
 
-def render_health_texts(cluster: Cluster) -> dict[str, str]:
-    """Host name -> the text of its /etc/cluster-cli-health.json, for every host that runs slurmd;
-    none when the check is off."""
-    if not cluster.inventory.health_check.enabled:
-        return {}
-    # json_text(host_health_config(...)), the very text, each piece hosts share written once
-    head = json_text(_check_settings(cluster))[:-2] + ',\n  "nodes": {'
-    shared: dict[tuple[int, tuple[str, ...]], str] = {}
-    return {
-        name: head + ",".join(f"\n    {json_string(node.name)}: {_node_text(cluster, node, shared)}"
-                              for node in host.slurmd_nodes) + "\n  }\n}\n"
-        for name, host in cluster.hosts.items()
-        if host.slurmd_nodes
-    }
-
-
-def _node_text(cluster: Cluster, node: SlurmNode, shared: dict[tuple[int, tuple[str, ...]], str]) -> str:
-    """``node_expectations`` as json_text writes it inside a host's "nodes"; ``shared`` keeps the
-    text of _group_expectations by group and devices."""
-    key = (id(node.group), tuple(node.gpu_devices))
-    start = shared.get(key)
-    if start is None:
-        # the members without the closing "\n    }", then the node's own after a comma
-        start = shared[key] = json_text_at(_group_expectations(node), 2)[:-6] + ","
-    # _own_expectations, written here (a unit test holds the text to json.dumps's)
-    spool_dir = _spool_dir(cluster, node)
-    slurm_conf = json_string(_slurm_conf(cluster, spool_dir))
-    work_dir = json_string(cluster.inventory.training.work_dir)
-    return (
-        f'{start}\n      "slurm_conf": {slurm_conf},\n      "free_space_dirs": [\n'
-        f"        {json_string(spool_dir)},\n        {work_dir}\n      ]\n    }}"
-    )
-
-
-def render_health_configs(cluster: Cluster) -> dict[str, str]:
-    """Build directory path -> text of the bundles (health_bundle), hosts in inventory order."""
-    bundles: dict[str, list[str]] = {}
-    for name, text in render_health_texts(cluster).items():
-        # json_text's member line, written here: a name and a text, both strings
-        bundles.setdefault(health_bundle(name), []).append(f"\n  {json_string(name)}: {json_string(text)}")
-    return {path: "{" + ",".join(bundles[path]) + "\n}\n" for path in sorted(bundles)}
-
-
-def with_host_health_texts(rendered: Mapping[str, str]) -> dict[str, str]:
-    """The build's files by path, plus each host's health text under host_health_path, taken out of
-    the bundles: what `plan` compares a host's /etc/cluster-cli-health.json with."""
+def with_host_health_texts(rendered: Mapping[str, str], cluster: Cluster) -> dict[str, str]:
+    """The build's files by path, plus the text of each compute host's file under host_health_path,
+    made from the document: what `plan` compares a host's /etc/cluster-cli-health.json with."""
     expanded = dict(rendered)
-    for path, text in rendered.items():
-        if path.startswith(f"{HEALTH_BUILD_DIR}/"):
-            # host_health_path's names, without the SHA-1 of each: the bundle is the path at hand
-            expanded.update((f"{path}:{name}", host_text) for name, host_text in json.loads(text).items())
+    document = rendered.get(f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}")
+    if document is not None:
+        texts = HostHealthTexts(json.loads(document))
+        expanded.update(
+            (host_health_path(name), texts.text(node.name for node in host.slurmd_nodes))
+            for name, host in cluster.hosts.items()
+            if host.slurmd_nodes
+        )
     return expanded

@@ -5,6 +5,7 @@ return what that Jinja returned."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -749,3 +750,31 @@ def test_found_in_keeps_the_names_right_in_the_directory() -> None:
     assert F.found_in(paths, "/var/lib/slurm/pending") == ["restart-slurmd"]
     assert F.found_in(paths, "/") == ["x"]
     assert F.found_in([], "/run/slurm") == []
+
+
+# ---- health_config_text (roles/slurmd: this host's health check file from the cluster's document) ----
+
+
+HEALTH_DOCUMENT = {
+    "check": {"reason_prefix": "cluster-cli health:", "min_free_mb": 1024, "mounts": []},
+    "conf_dir": "/etc/slurm", "configless": True, "spool_dir": "/var/lib/slurm/slurmd", "work_dir": "/srv/t",
+    "kinds": [{"cpus": 8, "real_memory_mb": 4096, "gpus": 2, "gpu_devices": ["/dev/nvidia0", "/dev/nvidia1"]}],
+    "nodes": {"gpu01": 0, "gpu02": 0},
+}
+
+
+def test_health_config_text_is_the_host_s_nodes_out_of_the_document_as_plan_makes_it() -> None:
+    from cluster_cli.health_expectations import HostHealthTexts
+
+    text = F.health_config_text(json.dumps(HEALTH_DOCUMENT), ["gpu02"])
+    assert text == HostHealthTexts(HEALTH_DOCUMENT).text(["gpu02"])
+    assert json.loads(text)["nodes"] == {"gpu02": {
+        "cpus": 8, "real_memory_mb": 4096, "gpus": 2, "gpu_devices": ["/dev/nvidia0", "/dev/nvidia1"],
+        "slurm_conf": "/var/lib/slurm/slurmd/gpu02/conf-cache/slurm.conf",
+        "free_space_dirs": ["/var/lib/slurm/slurmd/gpu02", "/srv/t"],
+    }}
+
+
+def test_health_config_text_names_a_node_the_document_does_not_know() -> None:
+    with pytest.raises(F.AnsibleFilterError, match="health_config_text: .* no node 'gpu03': render again"):
+        F.health_config_text(json.dumps(HEALTH_DOCUMENT), ["gpu01", "gpu03"])

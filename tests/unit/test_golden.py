@@ -11,8 +11,8 @@ Regenerate them after an intended change, then read the diff before committing i
 
 Each golden file is the build-directory path plus ``.golden`` (``slurm/slurm.conf.golden``,
 ``ansible/inventory.yml.golden``), so that yamllint and ansible-lint leave them alone. The health
-check's bundles (health/XX.json) are kept as the files the hosts receive, ``health/HOST.json``:
-each host's text, whichever bundle it travels in (test_health_conf.py checks the bundles).
+check's document (health/expectations.json) is kept as the files the hosts receive from it,
+``health/HOST.json``: each compute host's text (test_health_conf.py checks the document).
 
 The database password is fixed (GOLDEN_PASSWORD) and HOME is /home/operator, so that
 ``~/.ssh/...`` key paths in the Ansible inventory do not depend on who runs the tests.
@@ -20,7 +20,6 @@ The database password is fixed (GOLDEN_PASSWORD) and HOME is /home/operator, so 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from unit_helpers import SHIPPED_INVENTORIES
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
-from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
+from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_DOCUMENT, with_host_health_texts
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 GOLDEN_PASSWORD = "golden-Test_password-0123456789"
@@ -42,9 +41,11 @@ def rendered(name: str) -> dict[str, str]:
     cluster = load_cluster(SHIPPED_INVENTORIES[name])
     files = {item.path: item.content for item in render_configs(cluster, GOLDEN_PASSWORD)}
     files["ansible/inventory.yml"] = render_ansible_inventory(cluster)
-    for bundle in [path for path in files if path.startswith(f"{HEALTH_BUILD_DIR}/")]:
-        for host, text in json.loads(files.pop(bundle)).items():
-            files[f"{HEALTH_BUILD_DIR}/{host}.json"] = text
+    document = f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}"
+    for path, text in with_host_health_texts(files, cluster).items():
+        if path.startswith(f"{document}:"):
+            files[f"{HEALTH_BUILD_DIR}/{path.split(':', 1)[1]}.json"] = text
+    files.pop(document, None)
     return files
 
 

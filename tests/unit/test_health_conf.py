@@ -1,28 +1,27 @@
-"""The health check's side of the inventory: the HealthCheck* keys of slurm.conf, each compute
-host's expectations and their bundles (render/health_conf.py), the role variables, and what the
-inventory refuses."""
+"""The health check's side of the inventory: the HealthCheck* keys of slurm.conf, the cluster's
+expectations document and each compute host's file made from it (render/health_conf.py,
+health_expectations.py), the role variables, and what the inventory refuses."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
-from ansible.plugins.filter.core import get_hash
 from unit_helpers import REPO, SHIPPED_INVENTORIES, load, problems
 
 from cluster_cli.ansible.variables import cluster_variables
+from cluster_cli.cluster import Cluster
+from cluster_cli.health_expectations import HostHealthTexts, UnknownNode, host_health_config
 from cluster_cli.render.health_conf import (
+    HEALTH_BUILD_DIR,
+    HEALTH_DOCUMENT,
     HEALTH_PROGRAM_PATH,
     HEALTH_REASON_PREFIX,
-    health_bundle,
-    host_health_config,
+    health_document,
     host_health_path,
-    render_health_configs,
-    render_health_texts,
+    render_health_document,
     with_host_health_texts,
 )
 from cluster_cli.render.slurm_conf import render_slurm_conf
@@ -30,6 +29,12 @@ from cluster_cli.secrets_store import ensure_secrets
 
 HETERO = SHIPPED_INVENTORIES["hetero-local"].read_text(encoding="utf-8")
 MOUNTS = "health_check:\n  mounts: [/data, \"/scratch-\\u00e9\\\"x\"]\n"  # not ASCII, a quote: escaped
+
+
+def render_health_texts(cluster: Cluster) -> dict[str, str]:
+    """Each compute host's file, as plan makes it from the rendered document."""
+    expanded = with_host_health_texts(render_health_document(cluster), cluster)
+    return {path.split(":", 1)[1]: text for path, text in expanded.items() if ":" in path}
 
 
 def health_keys(text: str) -> dict[str, str]:
@@ -52,7 +57,7 @@ def test_interval_and_node_states_come_from_the_inventory() -> None:
 def test_switched_off_nothing_is_rendered_and_the_role_gets_no_source(tmp_path: Path) -> None:
     cluster = load(HETERO + "health_check:\n  enabled: false\n")
     assert health_keys(HETERO + "health_check:\n  enabled: false\n") == {}
-    assert render_health_configs(cluster) == {} and render_health_texts(cluster) == {}
+    assert render_health_document(cluster) == {} and render_health_texts(cluster) == {}
     variables = cluster_variables(cluster, tmp_path / "build", ensure_secrets(tmp_path / "secrets"))
     assert variables["slurmd_health_config_src"] == ""
 
@@ -103,46 +108,56 @@ def test_the_health_check_keys_are_the_inventorys() -> None:
     assert len(found) == 1 and "set by the inventory: use health_check.enabled" in found[0]
 
 
-def test_each_compute_host_s_text_is_in_its_bundle_as_it_is() -> None:
+def test_the_document_holds_each_kind_of_node_once_and_every_node_s_kind() -> None:
     cluster = load(SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8"))
-    texts = render_health_texts(cluster)
-    bundles = render_health_configs(cluster)
-    assert len(bundles) < len(texts), "fewer files than hosts"
-    for path, text in bundles.items():
-        assert text == json.dumps(json.loads(text), indent=2) + "\n"
-        for name, host_text in json.loads(text).items():
-            assert health_bundle(name) == path
-            assert host_text == texts[name]
-    assert {name for text in bundles.values() for name in json.loads(text)} == set(texts)
+    (path, text), = render_health_document(cluster).items()
+    assert path == f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}"
+    document = json.loads(text)
+    # json.dumps's text indented by 2, but one line for each node
+    settings = {key: value for key, value in document.items() if key != "nodes"}
+    node_lines = ",".join(f"\n    {json.dumps(name)}: {kind}" for name, kind in document["nodes"].items())
+    assert text == json.dumps(settings, indent=2)[:-2] + f',\n  "nodes": {{{node_lines}\n  }}\n}}\n'
+    nodes = [node for host in cluster.hosts.values() for node in host.slurmd_nodes]
+    assert list(document["nodes"]) == [node.name for node in nodes]
+    assert len(document["kinds"]) == len({node.group.name for node in nodes}) < len(nodes)
+    assert document == health_document(cluster)
 
 
-def test_plan_finds_each_host_s_text_under_its_name() -> None:
+def test_nodes_of_one_group_with_other_devices_are_of_other_kinds() -> None:
+    document = health_document(load(HETERO))
+    kinds = [document["kinds"][document["nodes"][name]] for name in ("h100-1", "h100-2")]
+    assert kinds[0]["gpu_devices"] != kinds[1]["gpu_devices"] and document["nodes"]["h100-1"] != document["nodes"]["h100-2"]
+
+
+def test_plan_finds_each_host_s_file_under_its_name() -> None:
     cluster = load(HETERO)
-    expanded = with_host_health_texts({"slurm/slurm.conf": "x", **render_health_configs(cluster)})
-    assert expanded[host_health_path("localhost")] == render_health_texts(cluster)["localhost"]
+    expanded = with_host_health_texts({"slurm/slurm.conf": "x", **render_health_document(cluster)}, cluster)
+    assert json.loads(expanded[host_health_path("localhost")]) == host_health_config(
+        health_document(cluster), ["h100-1", "h100-2", "l4-1", "cpu1", "cpu2"])
     assert expanded["slurm/slurm.conf"] == "x"
+    assert host_health_path("localhost") == f"{HEALTH_BUILD_DIR}/{HEALTH_DOCUMENT}:localhost"
 
 
-def test_a_bundle_is_named_by_the_first_two_hex_digits_of_the_sha1_of_the_host_name() -> None:
-    assert health_bundle("gpu01") == f"health/{hashlib.sha1(b'gpu01').hexdigest()[:2]}.json"
+def test_a_node_the_document_does_not_know_is_named() -> None:
+    document = health_document(load(HETERO))
+    with pytest.raises(UnknownNode, match="have no node 'gone-1': render again"):
+        HostHealthTexts(document).text(["cpu1", "gone-1"])
+    with pytest.raises(UnknownNode, match="gone-1"):
+        host_health_config(document, ["gone-1"])
 
 
-def test_the_role_finds_the_bundle_health_bundle_names() -> None:
+def test_the_role_reads_the_document_health_conf_names() -> None:
     role_vars = yaml.safe_load((REPO / "roles" / "slurmd" / "vars" / "main.yml").read_text(encoding="utf-8"))
-    expression = role_vars["__slurmd_health_bundle"]
-    environment = jinja2.Environment()
-    environment.filters["hash"] = get_hash
-    template = environment.from_string(expression)
-    for name in ("gpu01", "h100-0001", "node.example.org", "a"):
-        found = template.render(slurmd_health_config_src="health", inventory_hostname=name)
-        assert found == health_bundle(name)
+    assert role_vars["__slurmd_health_document"] == "{{ slurmd_health_config_src ~ '/%s' }}" % HEALTH_DOCUMENT
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
 def test_each_host_s_text_is_json_dumps_of_its_expectations_indented_by_2(name: str) -> None:
-    # render_health_texts writes what hosts share once; the text must stay json.dumps's, byte for byte
+    # HostHealthTexts writes what hosts share once; the text must stay json.dumps's, byte for byte
     cluster = load(SHIPPED_INVENTORIES[name].read_text(encoding="utf-8") + MOUNTS)
+    document = health_document(cluster)
     texts = render_health_texts(cluster)
     assert texts, "the shipped inventories have compute hosts"
     for host, text in texts.items():
-        assert text == json.dumps(host_health_config(cluster, cluster.hosts[host]), indent=2) + "\n"
+        nodes = [node.name for node in cluster.hosts[host].slurmd_nodes]
+        assert text == json.dumps(host_health_config(document, nodes), indent=2) + "\n"

@@ -15,7 +15,7 @@ import pytest
 
 from cluster_cli.deploy import batch_vars
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
-from cluster_cli.render.health_conf import health_bundle, with_host_health_texts
+from cluster_cli.render.health_conf import host_health_path, with_host_health_texts
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ExitCode
 from cluster_cli.host_files import files_by_host
@@ -38,7 +38,7 @@ def _cluster(tmp_path: Path, edit=lambda text: text):
 
 def _rendered(cluster) -> dict[str, str]:
     files = render_configs(cluster, "db-password-123")
-    return with_host_health_texts({item.path: item.content for item in files})
+    return with_host_health_texts({item.path: item.content for item in files}, cluster)
 
 
 def _converged_probe(cluster, rendered) -> HostProbe:
@@ -321,5 +321,5 @@ def test_compute_hosts_hold_the_health_check_file_and_lose_it_when_the_check_is_
         health = {name: [item for item in found if item.path == "/etc/cluster-cli-health.json"]
                   for name, found in files.items()}
         assert not health["head"], "a host without slurmd gets no health check"
-        assert [item.source for item in health["gpu01"]] == [f"{health_bundle('gpu01')}:gpu01"]
+        assert [item.source for item in health["gpu01"]] == [host_health_path("gpu01")]
         assert (health["gpu01"][0].sha256 is not None) is enabled
