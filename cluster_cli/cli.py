@@ -19,6 +19,7 @@ import click
 from cluster_cli import __version__
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.paths import DEFAULT_BACKUP_DIR
+from cluster_cli.pydantic_plugins import skip_plugin_lookup
 
 # Each verb imports what it needs when it runs (pydantic, YAML, rich, the deploy machinery): `--version`,
 # `--help` and `render` start without the rest (tests/unit/test_cli_imports.py keeps it so).
@@ -91,6 +92,7 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def validate(inventory: Path, quiet: bool) -> None:
     """Check an inventory; report every problem as file:line: field: message."""
+    skip_plugin_lookup()
     with _no_cycle_collection():  # the imports too: pydantic's model classes are made then
         from cluster_cli.loader import load_cluster
         cluster = load_cluster(inventory)
@@ -115,6 +117,7 @@ def validate(inventory: Path, quiet: bool) -> None:
 )
 def render(inventory: Path, output: Path | None) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf and the Ansible inventory."""
+    skip_plugin_lookup()
     with _no_cycle_collection():
         from cluster_cli.build import build_bundle, secrets_dir_for
         from cluster_cli.loader import load_cluster
