@@ -1,5 +1,5 @@
 """`python -m cluster_cli` runs the CLI (no console-script shim needed)."""
 
-from cluster_cli.cli import main
+from cluster_cli.cli import program
 
-main()
+program()

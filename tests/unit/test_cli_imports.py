@@ -41,6 +41,7 @@ NOT_FOR_RENDER = (
     "cluster_cli.status",
     "cluster_cli.upgrade",
     "cluster_cli.nodes",
+    "importlib.metadata",  # pydantic's plugin lookup (cluster_cli/pydantic_plugins.py)
 )
 
 
