@@ -6,7 +6,6 @@ so that a validation error at ``node_groups[1].gpus.count`` points at the line i
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,26 +50,45 @@ def _duplicate_keys(
 
 
 MAX_NESTING = 64
-_OPENING = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)
-_CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+_OPENING = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSING = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def _nesting_refused(file: str, line: int) -> InventoryError:
+    return InventoryError([Problem(file, line, "(yaml)", f"nested more than {MAX_NESTING} levels deep")])
 
 
 def _check_nesting(text: str, file: str, loader: type = yaml.SafeLoader) -> None:
-    """Refuse absurdly deep nesting before PyYAML's recursive composer meets it (RecursionError)."""
+    """Refuse collections nested more than MAX_NESTING deep before PyYAML's recursive pure-Python
+    composer meets them (RecursionError): the parser's events, one per collection, as written (an
+    alias is not walked again)."""
     depth = 0
     try:
-        for token in yaml.scan(text, Loader=loader):
-            if isinstance(token, _OPENING):
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, _OPENING):
                 depth += 1
                 if depth > MAX_NESTING:
-                    line = token.start_mark.line + 1
-                    raise InventoryError([Problem(file, line, "(yaml)", f"nested more than {MAX_NESTING} levels deep")])
-            elif isinstance(token, _CLOSING):
+                    raise _nesting_refused(file, event.start_mark.line + 1)
+            elif isinstance(event, _CLOSING):
                 depth -= 1
     except yaml.YAMLError:
-        # The scanner alone can run past a parser error (a stray ']') and fail lines later; the
-        # composer stops at the first error of either kind, before any nesting not checked here.
-        return
+        return  # the composer reports it, at the same place
+
+
+def _check_composed_nesting(root: yaml.Node, file: str) -> None:
+    """_check_nesting's limit on the nodes libyaml composed (it refuses more than 1,000 levels
+    itself, before any recursion here): the same depths, without a second parse of the text."""
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    seen: set[int] = set()
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen or not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            continue
+        seen.add(id(node))
+        if depth > MAX_NESTING:
+            raise _nesting_refused(file, node.start_mark.line + 1)  # the first in document order
+        children = _children(node)
+        stack.extend((child, depth + 1) for child in reversed(children))
 
 
 MAX_ALIAS_EXPANSION = 100_000
@@ -144,6 +162,8 @@ def _message(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     location = tuple(error["loc"])
     if kind == "extra_forbidden":
+        import difflib  # only for an inventory with a mistake
+
         owner = _model_at(location[:-1])
         known = sorted(owner.model_fields) if owner else []
         close = difflib.get_close_matches(str(location[-1]), known, n=1)
@@ -178,9 +198,12 @@ def _compose_and_construct(text: str, file: str) -> tuple[Any, yaml.Node | None]
 
 
 def _compose_checked(text: str, file: str, loader: type) -> tuple[Any, yaml.Node | None]:
-    _check_nesting(text, file, loader)
+    if loader is not _FAST_LOADER:
+        _check_nesting(text, file, loader)
     root = yaml.compose(text, Loader=loader)
     if root is not None:
+        if loader is _FAST_LOADER:
+            _check_composed_nesting(root, file)
         if "&" in text:  # without an anchor (&name) there is no alias: no node is written twice
             _check_expansion(root, file)
         _check_duplicates(root, file)

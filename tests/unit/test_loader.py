@@ -6,11 +6,13 @@ import time
 import tracemalloc
 
 import pytest
+import yaml
 from unit_helpers import BASE, FILE, edit, line_of, problem, problems
 
 from cluster_cli import loader
 from cluster_cli.errors import InventoryError, Problem, format_location
 from cluster_cli.loader import (
+    _compose_checked,
     MAX_ALIAS_EXPANSION,
     MAX_INVENTORY_BYTES,
     MAX_NESTING,
@@ -101,6 +103,31 @@ def test_deep_nesting_is_refused_not_a_recursion_error():
     assert problems(text) == [f"{FILE}:1: (yaml): nested more than {MAX_NESTING} levels deep"]
     text = "a:\n" + "".join("  " * depth + f"k{depth}:\n" for depth in range(1, 100))
     assert problems(text) == [f"{FILE}:{MAX_NESTING + 1}: (yaml): nested more than {MAX_NESTING} levels deep"]
+
+
+def _indentless(levels: int) -> str:
+    """``levels`` collections: mappings whose values are sequences written at their key's indentation."""
+    lines, indent = [], ""
+    for level in range(1, levels, 2):
+        lines += [f"{indent}k{level}:", f"{indent}- x"]
+        indent += "  "
+        lines[-1] = f"{indent[:-2]}- k{level + 1}:"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING - 1, MAX_NESTING + 3])
+def test_libyaml_and_the_pure_python_parser_count_the_same_levels(levels: int) -> None:
+    # every collection is a level, a sequence at its key's indentation too (it has no block-start token)
+    text = _indentless(levels)
+    verdicts = []
+    for loader in (yaml.CSafeLoader, yaml.SafeLoader):
+        try:
+            _compose_checked(text, FILE, loader)
+            verdicts.append("read")
+        except InventoryError as error:
+            verdicts.append(str(error.problems[0]))
+    assert verdicts[0] == verdicts[1]
+    assert (verdicts[0] == "read") is (levels <= MAX_NESTING), verdicts
 
 
 def test_nesting_up_to_the_limit_is_read():
