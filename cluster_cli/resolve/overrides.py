@@ -6,13 +6,11 @@ version documents (cluster_cli.slurm_facts).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
-from cluster_cli.slurm_facts import UnknownSlurmVersion, known_keys, series
 from cluster_cli.slurm_keys import (
     MANAGED_CGROUP_KEYS,
     MANAGED_PARTITION_KEYS,
@@ -50,6 +48,10 @@ def _check_documented_keys(inventory: Inventory, problems: Problems) -> None:
     """Each slurm.conf and cgroup.conf key must be one the target version's man page documents. A
     version without key lists here is not checked (the deploy then treats unknown keys as needing a
     restart)."""
+    if not inventory.slurm.conf and not inventory.cgroup.overrides:
+        return  # nothing to look up: the man pages' key lists are not read (render at scale, issue 17)
+    from cluster_cli.slurm_facts import UnknownSlurmVersion, known_keys, series
+
     try:
         target = series(inventory.slurm.version or DEFAULT_SLURM_SERIES)
     except UnknownSlurmVersion:
@@ -65,6 +67,8 @@ def _check_documented_keys(inventory: Inventory, problems: Problems) -> None:
 
 
 def _unknown_key_message(key: str, file_name: str, target: str, documented: dict[str, str]) -> str:
+    import difflib  # only for an inventory with a mistake
+
     message = f"not a {file_name} key of Slurm {target} ({file_name}(5))"
     close = difflib.get_close_matches(key.lower(), documented, n=1, cutoff=0.85)
     return f"{message}: did you mean {documented[close[0]]}?" if close else message
