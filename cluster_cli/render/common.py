@@ -93,21 +93,29 @@ class JsonMembers(dict):  # type: ignore[type-arg]
 def json_lines(value: Any, flat_depth: int, newline: str = "\n") -> str:
     """JSON indented by 2 as ``json_text`` writes it, except that each container ``flat_depth``
     levels deep is one line, ``json.dumps(item)``'s text: written by the C encoder, several times
-    faster than indenting it."""
-    if value.__class__ is JsonMembers and value:
-        inner = newline + "  "
-        members = [f"{_quote(key)}: {text}" for key, text in value.items()]
-        return "{" + inner + ("," + inner).join(members) + newline + "}"
-    if flat_depth == 0 or not value or value.__class__ not in (dict, list, tuple):
-        return _one_line(value)
+    faster than indenting it. The pieces are joined once: the Ansible inventory of 10,000 hosts is
+    2.5 MB, and each level that wrapped its members' text would copy all of it again."""
+    parts: list[str] = []
+    _line_parts(value, flat_depth, newline, parts)
+    return "".join(parts)
+
+
+def _line_parts(value: Any, flat_depth: int, newline: str, parts: list[str]) -> None:
     inner = newline + "  "
-    if value.__class__ is not dict:
-        items = [json_lines(item, flat_depth - 1, inner) for item in value]
-        return "[" + inner + ("," + inner).join(items) + newline + "]"
-    items = [
-        f"{_quote(_json_key(key))}: {json_lines(item, flat_depth - 1, inner)}" for key, item in value.items()
-    ]
-    return "{" + inner + ("," + inner).join(items) + newline + "}"
+    if value.__class__ is JsonMembers and value:
+        parts.append("{" + inner + ("," + inner).join([f"{_quote(key)}: {text}" for key, text in value.items()]))
+        parts.append(newline + "}")
+        return
+    if flat_depth == 0 or not value or value.__class__ not in (dict, list, tuple):
+        parts.append(_one_line(value))
+        return
+    is_dict = value.__class__ is dict
+    separator = ("{" if is_dict else "[") + inner
+    for key, item in value.items() if is_dict else enumerate(value):
+        parts.append(f"{separator}{_quote(_json_key(key))}: " if is_dict else separator)
+        _line_parts(item, flat_depth - 1, inner, parts)
+        separator = "," + inner
+    parts.append(newline + ("}" if is_dict else "]"))
 
 
 def _one_line(value: Any) -> str:
