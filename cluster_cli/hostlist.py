@@ -148,19 +148,25 @@ def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def _single_run(digit_strings: list[str]) -> tuple[str, int, int, int] | None:
-    """The one run (first digits, first value, width, count) that digit strings all of one width
-    make when their distinct values leave no gap (a group's names, a /24 of addresses), found
-    without a sort of tuples; None otherwise."""
-    width = len(digit_strings[0])
-    if len(set(map(len, digit_strings))) != 1:
-        return None
+    """The one run (first digits, first value, width, count) that digit strings make when their
+    distinct values leave no gap and they are all of one width (a group's names) or all written
+    without leading zeros (a subnet's addresses, 0-255), found without a sort of tuples; None otherwise."""
     distinct = set(digit_strings)
     if not "".join(distinct).isascii():
         return None  # other scripts' digits: their text does not sort by value
-    first, last = min(distinct), max(distinct)  # one width: the order of the text is that of the value
-    if int(last) - int(first) + 1 != len(distinct):
+    if len(set(map(len, distinct))) == 1:
+        first, last = min(distinct), max(distinct)  # one width: the order of the text is that of the value
+        start, end = int(first), int(last)
+    elif all(digits == "0" or digits[0] != "0" for digits in distinct):
+        # a run goes on into a wider number written without a leading zero (9, 10), as compress's does
+        values = list(map(int, distinct))
+        start, end = min(values), max(values)
+        first = str(start)
+    else:
         return None
-    return first, int(first), width, len(distinct)
+    if end - start + 1 != len(distinct):
+        return None
+    return first, start, len(first), len(distinct)
 
 
 _DIGITS = "0123456789"

@@ -161,6 +161,15 @@ def test_compress_examples(names, expected):
         assert sorted(expand(expected)) == sorted(set(names))
 
 
+@given(st.integers(0, 300), st.integers(2, 400), st.sampled_from(["10.0.7.", "n", "rack2-n"]))
+def test_unpadded_numbers_without_a_gap_are_one_range_across_widths(low, count, prefix):
+    names = [f"{prefix}{number}" for number in range(low, low + count)]
+    assert compress(names) == f"{prefix}[{low}-{low + count - 1}]"
+    padded = names + [f"{prefix}0{low + count}"]  # written with a leading zero: not the run's
+    expanded = expand(compress(padded))
+    assert sorted(expanded) == sorted(padded)
+
+
 # -- properties ------------------------------------------------------------------------------------
 
 _VALID = re.compile(NAME_PATTERN)
