@@ -136,15 +136,18 @@ def shared_variables(host_vars: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The cluster group's children: each role's hosts, training_env, slurm_nvml."""
-    children: dict[str, Any] = {}
-    for role, group in GROUP_OF_ROLE.items():
-        members = {name: None for name, host in cluster.hosts.items() if role in host.roles}
-        if role == "controller":
-            primary = cluster.inventory.controllers.primary
-            members = dict(sorted(members.items(), key=lambda item: item[0] != primary))
-        children[group] = {"hosts": members}
-    training = {name: None for name, host in cluster.hosts.items() if {"compute", "login"} & host.roles}
+    """The cluster group's children: each role's hosts, training_env, slurm_nvml (one pass over the hosts)."""
+    members: dict[str, dict[str, None]] = {group: {} for group in GROUP_OF_ROLE.values()}
+    training: dict[str, None] = {}
+    for name, host in cluster.hosts.items():
+        for role in host.roles:
+            members[GROUP_OF_ROLE[role]][name] = None
+        if "compute" in host.roles or "login" in host.roles:
+            training[name] = None
+    primary = cluster.inventory.controllers.primary
+    controllers = members[GROUP_OF_ROLE["controller"]]
+    members[GROUP_OF_ROLE["controller"]] = dict(sorted(controllers.items(), key=lambda item: item[0] != primary))
+    children: dict[str, Any] = {group: {"hosts": hosts} for group, hosts in members.items()}
     children["training_env"] = {"hosts": training}
     # the hosts that get Slurm's NVML plugin (playbooks/site.yml's slurm_build play)
     children["slurm_nvml"] = {"hosts": {name: None for name, variables in host_vars.items()
@@ -206,6 +209,9 @@ class _HostKinds:
             self.hosts.setdefault(kind, []).append(name)
         self.first = {kind: _variables(cluster, cluster.hosts[names[0]], self.port)
                       for kind, names in self.hosts.items()}
+        # a kind's first host's variables with stand-ins for its name and address
+        self.stand_in = {kind: _variables(cluster, _stand_in(cluster.hosts[names[0]]), self.port)
+                         for kind, names in self.hosts.items()}
         self.shared = self._shared()
 
     def examples(self) -> dict[str, dict[str, Any]]:
@@ -218,36 +224,37 @@ class _HostKinds:
             if len(names) > 1:
                 addresses = {self.cluster.hosts[name].address for name in names}
                 varying = {_NAME} if len(addresses) == 1 else {_NAME, _ADDRESS}
-                stand_in = _variables(self.cluster, _stand_in(self.cluster.hosts[names[0]]), self.port)
-                for key, value in stand_in.items():
+                for key, value in self.stand_in[kind].items():
                     if value.__class__ is str and value in varying:
                         shared.pop(key, None)
         return shared
 
     def lines(self) -> dict[str, str]:
-        templates = {kind: self._template(names[0]) for kind, names in self.hosts.items()}
+        templates = {kind: self._template(kind) for kind in self.hosts}
+        fills = {kind: template.format for kind, template in templates.items() if template is not None}
         lines = {}
+        hosts = self.cluster.hosts
         for name, kind in self.kind_of.items():
-            host, template = self.cluster.hosts[name], templates[kind]
-            lines[name] = self._line(host) if template is None else template.format(
-                json_string(name), json_string(host.address)
-            )
+            fill, host = fills.get(kind), hosts[name]
+            lines[name] = self._line(host) if fill is None else fill(json_string(name), json_string(host.address))
         return lines
 
     def _line(self, host: ManagedHost) -> str:
-        variables = _variables(self.cluster, host, self.port)
+        return self._line_of(_variables(self.cluster, host, self.port))
+
+    def _line_of(self, variables: dict[str, Any]) -> str:
         return json_lines({key: value for key, value in variables.items() if key not in self.shared}, 0)
 
-    def _template(self, name: str) -> str | None:
+    def _template(self, kind: tuple[Any, ...]) -> str | None:
         """str.format text of a kind's lines ({0}: the name, {1}: the address, as JSON); None where
         it does not give its first host's line (a value that is a stand-in's very text)."""
-        host = self.cluster.hosts[name]
-        pieces = _STAND_INS.split(self._line(_stand_in(host)))
+        host = self.cluster.hosts[self.hosts[kind][0]]
+        pieces = _STAND_INS.split(self._line_of(self.stand_in[kind]))
         fields = {json_string(_NAME): "{0}", json_string(_ADDRESS): "{1}"}
         template = "".join(fields[piece] if index % 2 else piece.replace("{", "{{").replace("}", "}}")
                            for index, piece in enumerate(pieces))
-        filled = template.format(json_string(name), json_string(host.address))
-        return template if filled == self._line(host) else None
+        filled = template.format(json_string(host.name), json_string(host.address))
+        return template if filled == self._line_of(self.first[kind]) else None
 
 
 def host_reach(cluster: Cluster) -> dict[str, dict[str, Any]]:

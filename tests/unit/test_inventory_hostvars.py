@@ -94,7 +94,7 @@ def test_the_text_is_that_of_the_document(monkeypatch, name):
     cluster = CLUSTERS[name]()
     assert render_ansible_inventory(cluster) == document_text(cluster)
     # without the templates of kinds of hosts: every line from the host's own variables
-    monkeypatch.setattr(ansible_inventory._HostKinds, "_template", lambda self, name: None)
+    monkeypatch.setattr(ansible_inventory._HostKinds, "_template", lambda self, kind: None)
     assert render_ansible_inventory(cluster) == document_text(cluster)
 
 
