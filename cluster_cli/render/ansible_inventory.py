@@ -192,7 +192,7 @@ def _kind(host: ManagedHost) -> tuple[Any, ...]:
 
 
 def _stand_in(host: ManagedHost) -> ManagedHost:
-    nodes = [replace(node, name=_NAME) if node.name == host.name else node for node in host.slurmd_nodes]
+    nodes = [node._replace(name=_NAME) if node.name == host.name else node for node in host.slurmd_nodes]
     return replace(host, name=_NAME, address=_ADDRESS, slurmd_nodes=nodes)
 
 
