@@ -220,7 +220,23 @@ def _construct_checked(root: yaml.Node, text: str, file: str, loader: type) -> A
         _check_expansion(root, file)
     _check_duplicates(root, file)
     # the data is built from the composed nodes, not from a second parse of the text
-    return yaml.constructor.SafeConstructor().construct_document(root)
+    return _ReportingConstructor().construct_document(root)
+
+
+class _ReportingConstructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor, but a value its tag's constructor cannot read (``!!int abc`` raises
+    ValueError, ``!!bool maybe`` KeyError, ``!!timestamp x`` AttributeError) is a YAML error at
+    its line, not a crash."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, AttributeError, TypeError, IndexError):
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            shown = node.value if isinstance(node, yaml.ScalarNode) else "this value"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {shown!r} as {tag}", node.start_mark
+            ) from None
 
 
 class _Unbuilt(Exception):

@@ -61,6 +61,24 @@ def test_unhashable_key_is_invalid_yaml():
 
 
 @pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("!!int abc", "cannot read 'abc' as !!int"),
+        ("!!float abc", "cannot read 'abc' as !!float"),
+        ("!!bool maybe", "cannot read 'maybe' as !!bool"),
+        ("!!timestamp abc", "cannot read 'abc' as !!timestamp"),
+        ("!!binary abc", "failed to decode base64 data: Incorrect padding"),
+    ],
+)
+@pytest.mark.parametrize("anchored", [False, True], ids=["libyaml", "with an anchor"])
+def test_a_value_its_explicit_tag_cannot_read_is_invalid_yaml(value, message, anchored):
+    # SafeConstructor raises ValueError, KeyError or AttributeError for these: a crash, before
+    anchor = "&port " if anchored else ""
+    text = edit(BASE, "login: [head]", f"login: [head]\nweird: {anchor}{value}")
+    assert problems(text) == [f"{FILE}:{line_of(text, 'weird:')}: (yaml): invalid YAML: {message}"]
+
+
+@pytest.mark.parametrize(
     ("text", "kind"),
     [
         ("", "empty"),
