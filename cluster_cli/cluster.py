@@ -9,9 +9,10 @@ their problems together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
+from cluster_cli import hostlist
 from cluster_cli.model import Inventory, NodeGroup
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.configless import check_configless
@@ -36,6 +37,7 @@ class Cluster:
     nodes: list[SlurmNode]
     hosts: dict[str, ManagedHost]
     partition_nodes: dict[str, list[str]]
+    _pieces_by_group: dict[int, hostlist.Pieces] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -47,6 +49,29 @@ class Cluster:
     def group_nodes(self, group: NodeGroup) -> list[SlurmNode]:
         """The nodes of ``group``, in node order (grouped in one pass over all nodes, not one per group)."""
         return self._nodes_by_group.get(id(group), [])
+
+    def group_hostlist(self, group: NodeGroup) -> str:
+        """The group's node names as one compressed hostlist."""
+        return hostlist.join_pieces([self._group_pieces(group)]) or ""
+
+    def partition_hostlist(self, name: str) -> str:
+        """The partition's node names as one compressed hostlist: from its groups' pieces, each
+        compressed once (slurm.conf's and gres.conf's NodeName lines use them too), where its
+        groups and hostlists have no prefix in common; else from its names."""
+        partition = next(partition for partition in self.inventory.partitions if partition.name == name)
+        groups = {group.name: group for group in self.inventory.node_groups}
+        parts = [
+            self._group_pieces(groups[item]) if item in groups else hostlist.compressed_pieces(hostlist.expand(item))
+            for item in partition.nodes
+        ]
+        return hostlist.join_pieces(parts) or hostlist.compress(self.partition_nodes[name])
+
+    def _group_pieces(self, group: NodeGroup) -> hostlist.Pieces:
+        pieces = self._pieces_by_group.get(id(group))
+        if pieces is None:
+            pieces = hostlist.compressed_pieces([node.name for node in self.group_nodes(group)])
+            self._pieces_by_group[id(group)] = pieces
+        return pieces
 
     @cached_property
     def _nodes_by_group(self) -> dict[int, list[SlurmNode]]:

@@ -205,8 +205,35 @@ def compress(names: Iterable[str]) -> str:
     Pieces come in natural order (numbers in prefixes compared by value), so addresses such as
     10.1.0.[0-255],10.1.1.[0-255],...,10.1.10.[0-255] expand in the order they were written.
     """
+    return _joined(compressed_pieces(names).values())
+
+
+#: compress's pieces of some names by what each is of: a (prefix, suffix) of numbered names, or a
+#: name without a number (a str, never equal to a tuple); each piece is (its sort key, its text)
+Pieces = dict[object, tuple[tuple[object, ...], str]]
+
+
+def join_pieces(parts: Iterable[Pieces]) -> str | None:
+    """``compress`` of the names of several parts, from each part's ``compressed_pieces`` (a
+    partition's groups, compressed once for their NodeName lines): the text depends only on the
+    set of names, and names of different prefixes never share a piece. None where two parts have
+    a piece of one prefix and suffix (their runs may merge): compress their names instead."""
+    merged: Pieces = {}
+    for part in parts:
+        if not merged.keys().isdisjoint(part):
+            return None
+        merged.update(part)
+    return _joined(merged.values())
+
+
+def _joined(pieces: Iterable[tuple[tuple[object, ...], str]]) -> str:
+    return ",".join(text for _, text in sorted(pieces, key=itemgetter(0)))
+
+
+def compressed_pieces(names: Iterable[str]) -> Pieces:
+    """The pieces ``compress`` joins (see Pieces)."""
     numbered, plain = _numbered(list(names))
-    pieces: list[tuple[tuple[object, ...], str]] = [((_natural(name), (), -1), name) for name in plain]
+    pieces: Pieces = {name: ((_natural(name), (), -1), name) for name in plain}
     for (prefix, suffix), digit_strings in numbered.items():
         runs: list[tuple[str, int, int, int]] = []  # first digits, first value, width, count
         single = _single_run(digit_strings)
@@ -228,6 +255,5 @@ def compress(names: Iterable[str]) -> str:
             text = f"{prefix}{runs[0][0]}{suffix}"
         else:
             text = f"{prefix}[{','.join(_format_run(first, count) for first, _, _, count in runs)}]{suffix}"
-        pieces.append(((_natural(prefix), _natural(suffix), values[0][0]), text))
-    pieces.sort(key=lambda piece: piece[0])
-    return ",".join(text for _, text in pieces)
+        pieces[(prefix, suffix)] = ((_natural(prefix), _natural(suffix), values[0][0]), text)
+    return pieces

@@ -19,7 +19,7 @@ def render_gres_conf(cluster: Cluster) -> str:
         if gpus is None or not members:
             continue
         type_text = f" Type={gpus.type}" if gpus.type else ""
-        names = hostlist.compress([node.name for node in members])
+        names = cluster.group_hostlist(group)
         if gpus.autodetect == "nvml":
             lines.append(f"NodeName={names} AutoDetect=nvml")
         elif group.host is None:

@@ -165,7 +165,7 @@ def node_lines(cluster: Cluster) -> list[str]:
         members = {node.name: node for node in cluster.group_nodes(group)}
         if not members:
             continue
-        names = hostlist.compress(list(members))
+        names = cluster.group_hostlist(group)
         ordered = [members[name] for name in hostlist.expand(names)]
         varying: list[tuple[str, list[str]]] = []
         if any(node.address != node.name for node in ordered):
@@ -189,7 +189,7 @@ def partition_lines(cluster: Cluster) -> list[str]:
     memory = partition_defaults(cluster)
     for partition in cluster.inventory.partitions:
         settings: list[tuple[str, Any]] = [
-            ("Nodes", hostlist.compress(cluster.partition_nodes[partition.name]))
+            ("Nodes", cluster.partition_hostlist(partition.name))
         ]
         if partition.default:
             settings.append(("Default", "YES"))

@@ -212,6 +212,26 @@ def test_compress_does_not_depend_on_order_or_repeats(names, random):
     assert compress(shuffled) == compress(names)
 
 
+@given(st.lists(name_lists, min_size=1, max_size=4))
+def test_pieces_of_parts_join_to_the_compress_of_all_their_names(parts):
+    pieces = [hostlist.compressed_pieces(part) for part in parts]
+    joined = hostlist.join_pieces(pieces)
+    every_name = [name for part in parts for name in part]
+    if joined is None:  # two parts have a piece of one prefix: their runs could have merged
+        keys = [key for part in pieces for key in part]
+        assert len(keys) != len(set(keys))
+    else:
+        assert joined == compress(every_name)
+
+
+def test_parts_of_one_prefix_are_left_to_compress():
+    # gpu[1-4] and gpu[5-8] are one run, gpu[1-8]: no part's pieces say so
+    parts = [hostlist.compressed_pieces(expand("gpu[1-4]")), hostlist.compressed_pieces(expand("gpu[5-8]"))]
+    assert hostlist.join_pieces(parts) is None
+    parts = [hostlist.compressed_pieces(expand("a[1-4]")), hostlist.compressed_pieces(expand("b[1-2],c"))]
+    assert hostlist.join_pieces(parts) == "a[1-4],b[1-2],c"
+
+
 @given(name_lists)
 def test_compress_is_canonical(names):
     text = compress(names)
