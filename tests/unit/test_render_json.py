@@ -79,5 +79,5 @@ def test_json_lines_refuses_what_json_refuses():
 
 
 def test_json_members_are_written_as_they_are_one_line_each():
-    value = {"hosts": JsonMembers({"n1": '{"port": 22}', "n2": "{}"}), "none": JsonMembers()}
+    value = {"hosts": JsonMembers(['"n1": {"port": 22}', '"n2": {}']), "none": JsonMembers()}
     assert json_lines(value, 5) == '{\n  "hosts": {\n    "n1": {"port": 22},\n    "n2": {}\n  },\n  "none": {}\n}'
