@@ -73,10 +73,11 @@ def field_errors(model: type[BaseModel], errors: list[tuple[tuple[str, ...], str
 
 def _check_config_text(value: str) -> str:
     """A value written unquoted into a Slurm config file: white space ends it, '#' starts a
-    comment and a line break starts a new setting, so none of them can be part of it."""
-    for char in value:
-        if char.isspace() or char == "#" or not char.isprintable():
-            raise ValueError(f"{value!r}: a Slurm config value cannot hold white space, '#' or control characters")
+    comment and a line break starts a new setting, so none of them can be part of it. (Every white
+    space character but the ASCII space is one str.isprintable refuses: a check of the whole string
+    at once, 1,000 values of a 10,000-node inventory, not one of each character.)"""
+    if not value.isprintable() or " " in value or "#" in value:
+        raise ValueError(f"{value!r}: a Slurm config value cannot hold white space, '#' or control characters")
     return value
 
 

@@ -19,7 +19,7 @@ from cluster_cli.loader import (
     load_cluster,
     load_cluster_text,
 )
-from cluster_cli.model import GpuThreshold, Inventory, NodeGroup
+from cluster_cli.model import GpuThreshold, Inventory, NodeGroup, _check_config_text
 
 # "known fields" in unknown-key messages lists the model's fields, whatever they are today
 TOP_FIELDS = ", ".join(sorted(Inventory.model_fields))
@@ -547,3 +547,17 @@ def test_unquoted_off_yes_and_no_are_taken_as_the_words_written():
     assert problems(text) == [
         problem(text, "autodetect: on", "node_groups[0].gpus.autodetect", "Input should be 'off' or 'nvml'")
     ]
+
+
+def test_config_text_refuses_exactly_white_space_hash_and_unprintable_characters():
+    # the check looks at the whole string at once (str.isprintable): each code point, as a check of
+    # every character would see it
+    refused = []
+    for code in range(0x110000):
+        char = chr(code)
+        try:
+            _check_config_text(f"a{char}b")
+        except ValueError:
+            refused.append(char)
+    assert refused == [char for char in map(chr, range(0x110000))
+                       if char.isspace() or char == "#" or not char.isprintable()]
