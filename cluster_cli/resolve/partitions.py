@@ -31,7 +31,7 @@ def resolve_partitions(
         members = _members(where, partition, by_group, known, problems)
         result[partition.name] = list(dict.fromkeys(members))
         used.update(members)
-    unplaced = [node.name for node in nodes if node.name not in used]
+    unplaced = [node.name for node in nodes if node.name not in used] if len(used) != len(known) else []
     if unplaced:
         problems.add(("partitions",), f"nodes in no partition: {hostlist.compress(unplaced)}")
     return result

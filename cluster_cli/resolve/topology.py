@@ -20,6 +20,8 @@ def check_topology(topology: Topology | None, nodes: list[SlurmNode], problems: 
         _check_tree(topology, set(known), covered, problems)
     else:
         _check_blocks(topology, set(known), covered, problems)
+    if len(covered) == len(known) and max(covered.values(), default=1) == 1:
+        return  # each node on one switch or block (covered holds known names only)
     missing = [name for name in known if covered[name] == 0]
     twice = [name for name in known if covered[name] > 1]
     if missing:
@@ -65,7 +67,11 @@ def _check_blocks(topology: Topology, known: set[str], covered: Counter[str], pr
 def _count_members(
     location: Location, expression: str, known: set[str], covered: Counter[str], problems: Problems
 ) -> None:
-    for name in expand(problems, location, expression):
+    names = expand(problems, location, expression)
+    if known.issuperset(names):
+        covered.update(names)
+        return
+    for name in names:
         if name not in known:
             problems.add(location, f"'{name}' is not a node")
             return

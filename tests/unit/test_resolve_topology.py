@@ -81,6 +81,11 @@ def test_a_valid_topology(topology):
             id="nodes_on_no_switch_and_on_two_switches",
         ),
         pytest.param(
+            edit(TREE, "nodes: dev[1-2]", "nodes: dev[1-2],gpu4"),
+            [("topology:", "topology", "nodes on more than one switch/block: gpu4")],
+            id="every_node_on_a_switch_and_one_on_two",
+        ),
+        pytest.param(
             BLOCK + "  switches:\n    - name: s1\n      nodes: gpu1\n",
             [("  switches:", "topology.switches", "switches belong to plugin: tree")],
             id="block_with_switches",
