@@ -53,7 +53,9 @@ def _split_top_level(expression: str) -> list[str]:
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
-def _expand_bracket(body: str, expression: str) -> list[str]:
+def _expand_bracket(body: str, expression: str, head: str = "", tail: str = "") -> list[str]:
+    """The numbers a bracket group stands for, each written between ``head`` and ``tail``."""
+    head, tail = head.replace("{", "{{").replace("}", "}}"), tail.replace("{", "{{").replace("}", "}}")
     values: list[str] = []
     for item in body.split(","):
         match = _RANGE.fullmatch(item.strip())
@@ -70,7 +72,7 @@ def _expand_bracket(body: str, expression: str) -> list[str]:
             # counted before the names are built: `[1-999999,1-999999,...]` must not fill memory
             raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
         width = len(low_text)
-        values.extend(map(f"{{:0{width}d}}".format, range(low, high + 1)))  # zero-padded to the width
+        values.extend(map(f"{head}{{:0{width}d}}{tail}".format, range(low, high + 1)))  # zero-padded to the width
     return values
 
 
@@ -78,6 +80,10 @@ _PIECE = re.compile(r"\[([^\]]*)\]")
 
 
 def _expand_name(pattern: str, expression: str) -> list[str]:
+    if pattern.count("[") == 1:  # most names (a group's, its addresses): each made in one step
+        match = _PIECE.search(pattern)
+        if match is not None:
+            return _expand_bracket(match.group(1), expression, pattern[: match.start()], pattern[match.end() :])
     names = [""]
     position = 0
     for match in _PIECE.finditer(pattern):
