@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import lru_cache
 from itertools import groupby, repeat
 from operator import itemgetter
 
@@ -148,6 +149,7 @@ def _format_run(first_digits: str, count: int) -> str:
 _CHUNKS = re.compile(r"\d+|\D+")
 
 
+@lru_cache(maxsize=4096)  # a prefix is sorted again in every hostlist its names are in
 def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
     """Sort key that orders digits by value: rack2 before rack10, 10.1.2. before 10.1.10."""
     return tuple((0, int(chunk), chunk) if chunk.isdigit() else (1, 0, chunk) for chunk in _CHUNKS.findall(text))
