@@ -58,13 +58,32 @@ class Cluster:
         """The partition's node names as one compressed hostlist: from its groups' pieces, each
         compressed once (slurm.conf's and gres.conf's NodeName lines use them too), where its
         groups and hostlists have no prefix in common; else from its names."""
-        partition = next(partition for partition in self.inventory.partitions if partition.name == name)
-        groups = {group.name: group for group in self.inventory.node_groups}
         parts = [
-            self._group_pieces(groups[item]) if item in groups else hostlist.compressed_pieces(hostlist.expand(item))
-            for item in partition.nodes
+            self._group_pieces(group) if group else hostlist.compressed_pieces(hostlist.expand(item))
+            for item, group in self._partition_items(name)
         ]
         return hostlist.join_pieces(parts) or hostlist.compress(self.partition_nodes[name])
+
+    def partition_groups(self, name: str) -> list[NodeGroup]:
+        """The groups of the partition's nodes, each once, in the order of their first node (a group
+        the partition names stands for all its nodes, without a look at each)."""
+        found: dict[int, NodeGroup] = {}
+        for item, group in self._partition_items(name):
+            if group is not None:
+                found.setdefault(id(group), group)
+                continue
+            for node_name in hostlist.expand(item):
+                node = self._node_by_name.get(node_name)
+                if node is not None:  # as resolve_partitions: only the names of nodes
+                    found.setdefault(id(node.group), node.group)
+        return list(found.values())
+
+    def _partition_items(self, name: str) -> list[tuple[str, NodeGroup | None]]:
+        """The partition's items as ``resolve_partitions`` reads them: each with its group, or
+        None for a hostlist of nodes."""
+        partition = next(partition for partition in self.inventory.partitions if partition.name == name)
+        groups = {group.name: group for group in self.inventory.node_groups}
+        return [(item, groups.get(item)) for item in partition.nodes]
 
     def _group_pieces(self, group: NodeGroup) -> hostlist.Pieces:
         pieces = self._pieces_by_group.get(id(group))
@@ -72,6 +91,10 @@ class Cluster:
             pieces = hostlist.compressed_pieces([node.name for node in self.group_nodes(group)])
             self._pieces_by_group[id(group)] = pieces
         return pieces
+
+    @cached_property
+    def _node_by_name(self) -> dict[str, SlurmNode]:
+        return {node.name: node for node in self.nodes}
 
     @cached_property
     def _nodes_by_group(self) -> dict[int, list[SlurmNode]]:

@@ -65,11 +65,9 @@ def partition_defaults(cluster: Cluster) -> dict[str, dict[str, int]]:
     cluster's slurm.conf set none."""
     if sets_default_memory(cluster.inventory.slurm.conf):
         return {}
-    group_of = {node.name: node.group for node in cluster.nodes}
     found: dict[str, dict[str, int]] = {}
     for partition in cluster.inventory.partitions:
         if sets_default_memory(partition.options):
             continue
-        groups = {id(group_of[name]): group_of[name] for name in cluster.partition_nodes[partition.name]}
-        found[partition.name] = partition_default(list(groups.values()))
+        found[partition.name] = partition_default(cluster.partition_groups(partition.name))
     return found

@@ -1,5 +1,6 @@
 """Cluster.group_hostlist and Cluster.partition_hostlist: what slurm.conf and gres.conf write, built
-from each group's pieces compressed once, is hostlist.compress of the very names."""
+from each group's pieces compressed once, is hostlist.compress of the very names; and
+Cluster.partition_groups, from the groups a partition names, are the groups of its nodes."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from cluster_cli.loader import load_cluster, load_cluster_text
 def assert_hostlists_are_those_of_compress(cluster: Cluster) -> None:
     for group in cluster.inventory.node_groups:
         assert cluster.group_hostlist(group) == hostlist.compress([node.name for node in cluster.group_nodes(group)])
+    group_of = {node.name: node.group for node in cluster.nodes}
     for name, names in cluster.partition_nodes.items():
         assert cluster.partition_hostlist(name) == hostlist.compress(names), name
+        groups_of_nodes = {id(group_of[node]): group_of[node] for node in names}
+        assert [id(group) for group in cluster.partition_groups(name)] == list(groups_of_nodes), name
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
