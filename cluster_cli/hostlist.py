@@ -160,12 +160,13 @@ def _single_run(digit_strings: list[str]) -> tuple[str, int, int, int] | None:
     distinct values leave no gap and they are all of one width (a group's names) or all written
     without leading zeros (a subnet's addresses, 0-255), found without a sort of tuples; None otherwise."""
     distinct = set(digit_strings)
-    if not "".join(distinct).isascii():
+    listed = "," + ",".join(distinct) + ","
+    if not listed.isascii():
         return None  # other scripts' digits: their text does not sort by value
     if len(set(map(len, distinct))) == 1:
         first, last = min(distinct), max(distinct)  # one width: the order of the text is that of the value
         start, end = int(first), int(last)
-    elif all(digits == "0" or digits[0] != "0" for digits in distinct):
+    elif listed.count(",0") == listed.count(",0,"):  # no number but 0 starts with a 0
         # a run goes on into a wider number written without a leading zero (9, 10), as compress's does
         values = list(map(int, distinct))
         start, end = min(values), max(values)
@@ -187,6 +188,9 @@ def _numbered(names: list[str]) -> tuple[dict[tuple[str, str], list[str]], set[s
         # digit (a group's names, addresses), in runs of one prefix: most of the time of compress
         prefixes = list(map(str.rstrip, names, repeat(_DIGITS)))
         if all(map(str.__ne__, prefixes, names)):
+            if prefixes.count(prefixes[0]) == len(prefixes):  # one prefix: a group's names, a subnet
+                start = len(prefixes[0])
+                return {(prefixes[0], ""): [name[start:] for name in names]}, set()
             runs: dict[tuple[str, str], list[str]] = {}
             for prefix, run in groupby(zip(prefixes, names), key=itemgetter(0)):
                 start = len(prefix)
