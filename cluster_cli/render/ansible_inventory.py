@@ -183,18 +183,26 @@ _NAME, _ADDRESS = "\0the host's name\0", "\0the host's address\0"
 _STAND_INS = re.compile(f"({re.escape(json_string(_NAME))}|{re.escape(json_string(_ADDRESS))})")
 
 
-def _kind(host: ManagedHost) -> tuple[Any, ...]:
+def _kind(host: ManagedHost, gpus_of: dict[int, int]) -> tuple[Any, ...]:
     """What a host's variables depend on besides its name and address (nodes named after the host
-    stand for its name)."""
+    stand for its name); ``gpus_of``: each group's GPUs (by id), all a node's variables take from
+    its group."""
     if len(host.slurmd_nodes) == 1:  # most hosts: without the loop's list
-        nodes: tuple[Any, ...] = (_node_kind(host.slurmd_nodes[0], host.name),)
+        nodes: tuple[Any, ...] = (_node_kind(host.slurmd_nodes[0], host.name, gpus_of),)
     else:
-        nodes = tuple([_node_kind(node, host.name) for node in host.slurmd_nodes])
+        nodes = tuple([_node_kind(node, host.name, gpus_of) for node in host.slurmd_nodes])
     return host.connection, id(host.ssh), host.python, frozenset(host.roles), nodes
 
 
-def _node_kind(node: SlurmNode, host_name: str) -> tuple[Any, ...]:
-    return None if node.name == host_name else node.name, id(node.group), node.port, node.gpu_devices
+def _node_kind(node: SlurmNode, host_name: str, gpus_of: dict[int, int]) -> tuple[Any, ...]:
+    return None if node.name == host_name else node.name, gpus_of[id(node.group)], node.port, node.gpu_devices
+
+
+def _gpus_of_groups(cluster: Cluster) -> dict[int, int]:
+    """Each group (by id) to a number for its GPUs, equal GPUs one number: hosts of groups that
+    differ in anything else are of one kind (304 groups, 4 kinds of GPUs: 4 templates, not 304)."""
+    numbers: dict[Any, int] = {}
+    return {id(group): numbers.setdefault(group.gpus, len(numbers)) for group in cluster.inventory.node_groups}
 
 
 def _stand_in(host: ManagedHost) -> ManagedHost:
@@ -209,7 +217,8 @@ class _HostKinds:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.port = cluster.inventory.slurm.slurmd_port
-        self.kind_of = {name: _kind(host) for name, host in cluster.hosts.items()}
+        gpus_of = _gpus_of_groups(cluster)
+        self.kind_of = {name: _kind(host, gpus_of) for name, host in cluster.hosts.items()}
         self.hosts: dict[tuple[Any, ...], list[str]] = {}
         for name, kind in self.kind_of.items():
             self.hosts.setdefault(kind, []).append(name)

@@ -57,8 +57,44 @@ def mixed_cluster() -> Cluster:
     return load(edit(text, "cluster_name: test\n", "cluster_name: test\nssh:\n  user: admin\n"))
 
 
+def many_groups_cluster() -> Cluster:
+    """Groups of equal GPUs that differ in everything else (one kind of host: every variable a node
+    takes from its group must come from its GPUs), and groups of other GPUs or none."""
+    groups = """  - name: big
+    nodes: big[1-4]
+    addresses: 10.0.2.[1-4]
+    sockets: 1
+    cores_per_socket: 4
+    threads_per_core: 2
+    cpus: 6
+    real_memory_mb: 32000
+    features: [big, ib]
+    weight: 7
+    gpus:
+      count: 2
+      type: a100
+      devices: /dev/nvidia[0-1]
+  - name: nvml
+    nodes: nv[1-2]
+    addresses: 10.0.3.[1-2]
+    cores_per_socket: 8
+    real_memory_mb: 32000
+    gpus:
+      count: 2
+      type: a100
+      autodetect: nvml
+  - name: cpu
+    nodes: cpu[1-2]
+    cores_per_socket: 4
+    real_memory_mb: 8000
+partitions:
+"""
+    text = edit(BASE, "partitions:\n", groups)
+    return load(edit(text, "nodes: [gpu, dev]", "nodes: [gpu, dev, big, nvml, cpu]"))
+
+
 CLUSTERS = {**{name: lambda path=path: load_cluster(path) for name, path in SHIPPED_INVENTORIES.items()},
-            "mixed": mixed_cluster}
+            "mixed": mixed_cluster, "many_groups": many_groups_cluster}
 
 
 @pytest.mark.skipif(not ANSIBLE_INVENTORY.exists(), reason="ansible-inventory is not installed")
