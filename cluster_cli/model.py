@@ -4,12 +4,12 @@ Every class forbids unknown keys so that a typo is an error, never a silently ig
 Field descriptions are the inventory reference: docs/inventory.md is generated from them.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would compile each of the model's 138
+# annotations from its text at every start-up (3 ms of the 10,000-node render's 0.3 s).
 import re
 import typing
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -580,7 +580,7 @@ class AptMirror(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _flat_or_components(self) -> AptMirror:
+    def _flat_or_components(self) -> Self:
         flat = [suite.endswith("/") for suite in self.suites]
         if any(flat) and not all(flat):
             raise field_error(
@@ -624,7 +624,7 @@ class PipMirror(StrictModel):
     no_index: bool = Field(False, description="Use no package index at all, only `find_links` (`no-index`).")
 
     @model_validator(mode="after")
-    def _something_to_use(self) -> PipMirror:
+    def _something_to_use(self) -> Self:
         if self.no_index and not self.find_links:
             raise field_error(
                 PipMirror, ("no_index",), "needs find_links: pip would have nowhere to look", self.no_index
@@ -720,7 +720,7 @@ class Training(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _test_user_is_unprivileged(self) -> Training:
+    def _test_user_is_unprivileged(self) -> Self:
         if self.test_user == "root":
             raise field_error(
                 Training, ("test_user",), "must be an unprivileged user, not root", self.test_user
@@ -848,7 +848,7 @@ class Inventory(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _test_user_apart_from_the_daemons(self) -> Inventory:
+    def _test_user_apart_from_the_daemons(self) -> Self:
         training = self.training
         errors: list[tuple[tuple[str, ...], str, Any]] = []
         daemons = {self.slurm.user: "slurm.user", "munge": "the munge user"}
