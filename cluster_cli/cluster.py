@@ -56,12 +56,14 @@ class Cluster:
 
     def partition_hostlist(self, name: str) -> str:
         """The partition's node names as one compressed hostlist: from its groups' pieces, each
-        compressed once (slurm.conf's and gres.conf's NodeName lines use them too), where its
-        groups and hostlists have no prefix in common; else from its names."""
-        parts = [
-            self._group_pieces(group) if group else hostlist.compressed_pieces(hostlist.expand(item))
-            for item, group in self._partition_items(name)
-        ]
+        compressed once (slurm.conf's and gres.conf's NodeName lines use them too), and those of
+        the names of its hostlists, compressed together, where no two of these share a prefix;
+        else from its names."""
+        items = self._partition_items(name)
+        parts = [self._group_pieces(group) for _, group in items if group is not None]
+        listed = [node for item, group in items if group is None for node in hostlist.expand(item)]
+        if listed:
+            parts.append(hostlist.compressed_pieces(listed))
         return hostlist.join_pieces(parts) or hostlist.compress(self.partition_nodes[name])
 
     def partition_groups(self, name: str) -> list[NodeGroup]:
