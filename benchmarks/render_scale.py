@@ -240,8 +240,9 @@ FINDINGS = (
     "value its tag's constructor refuses) to the checks and SafeConstructor as before "
     "(tests/unit/test_loader_builder.py proves the same data, type for type, and the same errors); "
     "`hostlist.compressed_pieces` keeps what compress writes per prefix, and a partition's hostlist "
-    "joins its groups' pieces where no two share a prefix (the text of compress depends only on the "
-    "set of names; tests/unit/test_cluster_hostlists.py); a partition's groups come from the groups "
+    "joins its groups' pieces and those of its hostlists, compressed together, where no two share a "
+    "prefix (the text of compress depends only on the set of names; "
+    "tests/unit/test_cluster_hostlists.py); a partition's groups come from the groups "
     "it names; hosts of groups with equal GPUs are one kind of host, as a node's variables take "
     "nothing else from its group (4 templates for small-304; the many_groups cluster of "
     "tests/unit/test_inventory_hostvars.py fails if a variable takes anything else), the role groups "
@@ -261,9 +262,10 @@ FINDINGS = (
     "s, the Ansible inventory 0.032-0.037 s (a line per host, two groups that list every host), "
     "and the kernel's time for the process's 60 MB (16,000 page faults, 0.04 s of system time). "
     "`validate` meets the goal for every shape, and so does `render` of 4 groups and of groups of "
-    "512; small-304 is at it, within the machine's noise (0.30-0.33 s in runs of this session), its "
-    "extra cost spread thin over its 304 groups (libyaml's nodes, a compress and pydantic's "
-    "validation of each)."
+    "512 (0.25-0.28 s); `render` of small-304 does not, quite: 0.30-0.33 s in this session's runs "
+    "(the speed of this shared machine moves by a tenth from hour to hour: `before` read 0.35-0.38 s "
+    "in the same runs), its extra cost spread thin over its 304 groups (libyaml's nodes, a compress "
+    "and pydantic's validation of each)."
 )
 
 
