@@ -60,35 +60,15 @@ def mixed_cluster() -> Cluster:
 def many_groups_cluster() -> Cluster:
     """Groups of equal GPUs that differ in everything else (one kind of host: every variable a node
     takes from its group must come from its GPUs), and groups of other GPUs or none."""
-    groups = """  - name: big
-    nodes: big[1-4]
-    addresses: 10.0.2.[1-4]
-    sockets: 1
-    cores_per_socket: 4
-    threads_per_core: 2
-    cpus: 6
-    real_memory_mb: 32000
-    features: [big, ib]
-    weight: 7
-    gpus:
-      count: 2
-      type: a100
-      devices: /dev/nvidia[0-1]
-  - name: nvml
-    nodes: nv[1-2]
-    addresses: 10.0.3.[1-2]
-    cores_per_socket: 8
-    real_memory_mb: 32000
-    gpus:
-      count: 2
-      type: a100
-      autodetect: nvml
-  - name: cpu
-    nodes: cpu[1-2]
-    cores_per_socket: 4
-    real_memory_mb: 8000
-partitions:
-"""
+    a100 = "{count: 2, type: a100, devices: '/dev/nvidia[0-1]'}"  # the gpu group's GPUs
+    groups = [
+        f"{{name: big, nodes: 'big[1-4]', addresses: '10.0.2.[1-4]', sockets: 1, cores_per_socket: 4, "
+        f"threads_per_core: 2, cpus: 6, real_memory_mb: 32000, features: [big, ib], weight: 7, gpus: {a100}}}",
+        "{name: nvml, nodes: 'nv[1-2]', addresses: '10.0.3.[1-2]', cores_per_socket: 8, real_memory_mb: 32000, "
+        "gpus: {count: 2, type: a100, autodetect: nvml}}",
+        "{name: cpu, nodes: 'cpu[1-2]', cores_per_socket: 4, real_memory_mb: 8000}",
+    ]
+    groups = "".join(f"  - {group}\n" for group in groups) + "partitions:\n"
     text = edit(BASE, "partitions:\n", groups)
     return load(edit(text, "nodes: [gpu, dev]", "nodes: [gpu, dev, big, nvml, cpu]"))
 
