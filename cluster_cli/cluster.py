@@ -19,7 +19,7 @@ from cluster_cli.resolve.configless import check_configless
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
-from cluster_cli.resolve.partitions import resolve_partitions
+from cluster_cli.resolve.partitions import PartitionNodes, resolve_partitions
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.resolve.slurm_build import check_build
 from cluster_cli.resolve.topology import check_topology
@@ -36,12 +36,17 @@ class Cluster:
     source_file: str
     nodes: list[SlurmNode]
     hosts: dict[str, ManagedHost]
-    partition_nodes: dict[str, list[str]]
+    partitions: dict[str, PartitionNodes]
     _pieces_by_group: dict[int, hostlist.Pieces] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.inventory.cluster_name
+
+    @cached_property
+    def partition_nodes(self) -> dict[str, list[str]]:
+        """Each partition's node names, in the order given, without repeats."""
+        return {name: members.names for name, members in self.partitions.items()}
 
     def node(self, name: str) -> SlurmNode:
         return next(node for node in self.nodes if node.name == name)
@@ -52,40 +57,18 @@ class Cluster:
 
     def group_hostlist(self, group: NodeGroup) -> str:
         """The group's node names as one compressed hostlist."""
-        return hostlist.join_pieces([self._group_pieces(group)]) or ""
+        return hostlist.joined(self._group_pieces(group))
 
     def partition_hostlist(self, name: str) -> str:
-        """The partition's node names as one compressed hostlist: from its groups' pieces, each
-        compressed once (slurm.conf's and gres.conf's NodeName lines use them too), and those of
-        the names of its hostlists, compressed together, where no two of these share a prefix;
-        else from its names."""
-        items = self._partition_items(name)
-        parts = [self._group_pieces(group) for _, group in items if group is not None]
-        listed = [node for item, group in items if group is None for node in hostlist.expand(item)]
-        if listed:
-            parts.append(hostlist.compressed_pieces(listed))
-        return hostlist.join_pieces(parts) or hostlist.compress(self.partition_nodes[name])
-
-    def partition_groups(self, name: str) -> list[NodeGroup]:
-        """The groups of the partition's nodes, each once, in the order of their first node (a group
-        the partition names stands for all its nodes, without a look at each)."""
-        found: dict[int, NodeGroup] = {}
-        for item, group in self._partition_items(name):
-            if group is not None:
-                found.setdefault(id(group), group)
-                continue
-            for node_name in hostlist.expand(item):
-                node = self._node_by_name.get(node_name)
-                if node is not None:  # as resolve_partitions: only the names of nodes
-                    found.setdefault(id(node.group), node.group)
-        return list(found.values())
-
-    def _partition_items(self, name: str) -> list[tuple[str, NodeGroup | None]]:
-        """The partition's items as ``resolve_partitions`` reads them: each with its group, or
-        None for a hostlist of nodes."""
-        partition = next(partition for partition in self.inventory.partitions if partition.name == name)
-        groups = {group.name: group for group in self.inventory.node_groups}
-        return [(item, groups.get(item)) for item in partition.nodes]
+        """The partition's node names as one compressed hostlist: from the pieces of the groups it
+        names, each compressed once (slurm.conf's and gres.conf's NodeName lines use them too), and
+        those of the nodes its hostlists name, compressed together, where no two of these share a
+        prefix; else from its names."""
+        members = self.partitions[name]
+        parts = [self._group_pieces(group) for group in members.named_groups]
+        if members.listed:
+            parts.append(hostlist.compressed_pieces(members.listed))
+        return hostlist.join_pieces(parts) or hostlist.compress(members.names)
 
     def _group_pieces(self, group: NodeGroup) -> hostlist.Pieces:
         pieces = self._pieces_by_group.get(id(group))
@@ -93,10 +76,6 @@ class Cluster:
             pieces = hostlist.compressed_pieces([node.name for node in self.group_nodes(group)])
             self._pieces_by_group[id(group)] = pieces
         return pieces
-
-    @cached_property
-    def _node_by_name(self) -> dict[str, SlurmNode]:
-        return {node.name: node for node in self.nodes}
 
     @cached_property
     def _nodes_by_group(self) -> dict[int, list[SlurmNode]]:

@@ -217,7 +217,7 @@ def compress(names: Iterable[str]) -> str:
     Pieces come in natural order (numbers in prefixes compared by value), so addresses such as
     10.1.0.[0-255],10.1.1.[0-255],...,10.1.10.[0-255] expand in the order they were written.
     """
-    return _joined(compressed_pieces(names).values())
+    return joined(compressed_pieces(names))
 
 
 #: compress's pieces of some names by what each is of: a (prefix, suffix) of numbered names, or a
@@ -235,11 +235,12 @@ def join_pieces(parts: Iterable[Pieces]) -> str | None:
         if not merged.keys().isdisjoint(part):
             return None
         merged.update(part)
-    return _joined(merged.values())
+    return joined(merged)
 
 
-def _joined(pieces: Iterable[tuple[tuple[object, ...], str]]) -> str:
-    return ",".join(text for _, text in sorted(pieces, key=itemgetter(0)))
+def joined(pieces: Pieces) -> str:
+    """The hostlist of some ``compressed_pieces``: ``compress`` of their names."""
+    return ",".join(text for _, text in sorted(pieces.values(), key=itemgetter(0)))
 
 
 def compressed_pieces(names: Iterable[str]) -> Pieces:

@@ -69,5 +69,5 @@ def partition_defaults(cluster: Cluster) -> dict[str, dict[str, int]]:
     for partition in cluster.inventory.partitions:
         if sets_default_memory(partition.options):
             continue
-        found[partition.name] = partition_default(cluster.partition_groups(partition.name))
+        found[partition.name] = partition_default(cluster.partitions[partition.name].groups)
     return found

@@ -1,6 +1,6 @@
 """Cluster.group_hostlist and Cluster.partition_hostlist: what slurm.conf and gres.conf write, built
-from each group's pieces compressed once, is hostlist.compress of the very names; and
-Cluster.partition_groups, from the groups a partition names, are the groups of its nodes."""
+from each group's pieces compressed once, is hostlist.compress of the very names; and a partition's
+groups, found from the groups it names and the nodes its hostlists name, are the groups of its nodes."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def assert_hostlists_are_those_of_compress(cluster: Cluster) -> None:
     for name, names in cluster.partition_nodes.items():
         assert cluster.partition_hostlist(name) == hostlist.compress(names), name
         groups_of_nodes = {id(group_of[node]): group_of[node] for node in names}
-        assert [id(group) for group in cluster.partition_groups(name)] == list(groups_of_nodes), name
+        assert [id(group) for group in cluster.partitions[name].groups] == list(groups_of_nodes), name
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))

@@ -51,3 +51,14 @@ def test_partition_members_are_groups_or_hostlists_without_repeats():
     text = edit(BASE, "nodes: [gpu, dev]", "nodes: [gpu, 'gpu[1-2],dev[1-2]', dev]")
     cluster = load(text)
     assert cluster.partition_nodes["all"] == ["gpu1", "gpu2", "gpu3", "gpu4", "dev1", "dev2"]
+
+
+def test_partition_keeps_the_groups_it_names_apart_from_the_nodes_its_hostlists_name():
+    # what slurm.conf's Nodes= (the named groups' pieces, compressed once) and the partition's
+    # default memory (the groups of its nodes) are made from
+    text = edit(BASE, "nodes: [gpu, dev]", "nodes: ['dev[2],gpu[1-2]', gpu, 'dev[1]']")
+    members = load(text).partitions["all"]
+    assert members.names == ["dev2", "gpu1", "gpu2", "gpu3", "gpu4", "dev1"]
+    assert [group.name for group in members.named_groups] == ["gpu"]
+    assert members.listed == ["dev2", "gpu1", "gpu2", "dev1"]
+    assert [group.name for group in members.groups] == ["dev", "gpu"]
