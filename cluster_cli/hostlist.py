@@ -56,7 +56,6 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 def _expand_bracket(body: str, expression: str, head: str = "", tail: str = "") -> list[str]:
     """The numbers a bracket group stands for, each written between ``head`` and ``tail``."""
-    head, tail = head.replace("{", "{{").replace("}", "}}"), tail.replace("{", "{{").replace("}", "}}")
     values: list[str] = []
     for item in body.split(","):
         match = _RANGE.fullmatch(item.strip())
@@ -72,8 +71,8 @@ def _expand_bracket(body: str, expression: str, head: str = "", tail: str = "") 
         if len(values) + high - low + 1 > MAX_EXPANSION:
             # counted before the names are built: `[1-999999,1-999999,...]` must not fill memory
             raise HostlistError(f"{expression!r} expands to more than {MAX_EXPANSION} names")
-        width = len(low_text)
-        values.extend(map(f"{head}{{:0{width}d}}{tail}".format, range(low, high + 1)))  # zero-padded to the width
+        width = len(low_text)  # each number zero-padded to the width of the first
+        values += [head + str(number).zfill(width) + tail for number in range(low, high + 1)]
     return values
 
 

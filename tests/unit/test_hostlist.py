@@ -50,6 +50,12 @@ def test_names_without_brackets_and_surrounding_space():
     assert expand("  head , login ") == ["head", "login"]
 
 
+def test_text_around_a_bracket_is_kept_as_written():
+    # no format string is made of it: braces and percent signs are text like any other
+    assert expand("a{0}%d[8-10]}") == ["a{0}%d8}", "a{0}%d9}", "a{0}%d10}"]
+    assert expand("{x}[1-2]{y}[1]") == ["{x}1{y}1", "{x}2{y}1"]
+
+
 def test_expansion_keeps_duplicates_and_order_as_written():
     # expand is a reader, not a set: the model's cross-checks catch duplicates
     assert expand("n2,n1,n2") == ["n2", "n1", "n2"]
