@@ -191,7 +191,7 @@ def _kind(host: ManagedHost, gpus_of: dict[int, int]) -> tuple[Any, ...]:
         nodes: tuple[Any, ...] = (_node_kind(host.slurmd_nodes[0], host.name, gpus_of),)
     else:
         nodes = tuple([_node_kind(node, host.name, gpus_of) for node in host.slurmd_nodes])
-    return host.connection, id(host.ssh), host.python, frozenset(host.roles), nodes
+    return host.connection, id(host.ssh), host.python, host.roles, nodes
 
 
 def _node_kind(node: SlurmNode, host_name: str, gpus_of: dict[int, int]) -> tuple[Any, ...]:

@@ -10,7 +10,7 @@ from cluster_cli.resolve.nodes import SlurmNode
 from cluster_cli.resolve.problems import Problems
 
 
-@dataclass
+@dataclass(slots=True)
 class ManagedHost:
     """A machine Ansible configures."""
 
@@ -19,8 +19,11 @@ class ManagedHost:
     connection: str
     ssh: SshSettings
     python: str
-    roles: set[str] = field(default_factory=set)
+    roles: frozenset[str] = frozenset()  # hosts of the same roles share one (10,000 compute hosts)
     slurmd_nodes: list[SlurmNode] = field(default_factory=list)
+
+
+_COMPUTE = frozenset({"compute"})
 
 
 def declared_hosts(hosts: list[Host], problems: Problems) -> dict[str, Host]:
@@ -62,19 +65,19 @@ class _HostTable:
     def managed(self, name: str) -> ManagedHost:
         host = self.by_name.get(name)
         if host is None:
-            host = self.by_name[name] = self._new(name, set(), [])
+            host = self.by_name[name] = self._new(name, frozenset(), [])
         return host
 
     def add_node(self, node: SlurmNode) -> None:
         """``node``'s host runs it: a compute host (made here for most nodes, 10,000 at a time)."""
         host = self.by_name.get(node.host)
         if host is None:
-            self.by_name[node.host] = self._new(node.host, {"compute"}, [node])
+            self.by_name[node.host] = self._new(node.host, _COMPUTE, [node])
         else:
-            host.roles.add("compute")
+            host.roles |= _COMPUTE
             host.slurmd_nodes.append(node)
 
-    def _new(self, name: str, roles: set[str], nodes: list[SlurmNode]) -> ManagedHost:
+    def _new(self, name: str, roles: frozenset[str], nodes: list[SlurmNode]) -> ManagedHost:
         entry = self.declared.get(name)
         node = self.compute_nodes.get(name)
         address = (entry.address if entry and entry.address else None) or (node.address if node else name)
@@ -90,7 +93,8 @@ class _HostTable:
         if name not in self.declared and name not in self.compute_nodes:
             problems.add(location, f"host '{name}' is neither declared under hosts nor a compute node")
             return
-        self.managed(name).roles.add(role)
+        host = self.managed(name)
+        host.roles |= {role}
 
 
 def _assign_service_roles(inventory: Inventory, hosts: _HostTable, problems: Problems) -> None:
