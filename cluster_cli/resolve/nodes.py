@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from typing import NamedTuple
 
 from cluster_cli.errors import Location, format_location
@@ -146,10 +147,14 @@ def _multi_host_nodes(
     group: NodeGroup, names: list[str], addresses: list[str], devices: list[str], declared: dict[str, Host]
 ) -> list[SlurmNode]:
     """Nodes that are hosts of their own; a declared host's address wins over the group's."""
+    if len(addresses) != len(names):
+        raise ValueError(f"{len(addresses)} addresses for {len(names)} nodes")  # _node_addresses prevents it
+    if not declared.keys().isdisjoint(names):
+        addresses = [_declared_address(declared.get(name)) or address for name, address in zip(names, addresses)]
     shared_devices = tuple(devices)  # every multi-host node has the same files
-    nodes = []
-    for name, group_address in zip(names, addresses, strict=True):
-        entry = declared.get(name)
-        address = entry.address if entry and entry.address else group_address
-        nodes.append(SlurmNode(name, group, name, address, None, shared_devices, False))
-    return nodes
+    # made by map, without a loop in Python: 10,000 nodes at every validate and render
+    return list(map(SlurmNode, names, repeat(group), names, addresses, repeat(None), repeat(shared_devices), repeat(False)))
+
+
+def _declared_address(entry: Host | None) -> str | None:
+    return entry.address if entry else None
