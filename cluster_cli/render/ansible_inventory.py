@@ -7,7 +7,7 @@ build directory, so nothing is templated over the hostvars of every node.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -211,31 +211,32 @@ def _stand_in(host: ManagedHost) -> ManagedHost:
 
 
 class _HostKinds:
-    """Hosts by kind (_kind): the variables of a kind's first host, found once, are those of the
-    others but for their names and addresses; each host's line is its kind's template filled in."""
+    """Hosts by kind (_kind), each kind a number: the variables of a kind's first host, found once,
+    are those of the others but for their names and addresses; each host's line is its kind's
+    template filled in."""
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.port = cluster.inventory.slurm.slurmd_port
         gpus_of = _gpus_of_groups(cluster)
-        self.kind_of = {name: _kind(host, gpus_of) for name, host in cluster.hosts.items()}
-        self.hosts: dict[tuple[Any, ...], list[str]] = {}
-        for name, kind in self.kind_of.items():
-            self.hosts.setdefault(kind, []).append(name)
-        self.first = {kind: _variables(cluster, cluster.hosts[names[0]], self.port)
-                      for kind, names in self.hosts.items()}
+        numbers: dict[tuple[Any, ...], int] = {}
+        # each host's kind, in inventory order (a number: its kind is hashed once, not at every use)
+        self.kinds = [numbers.setdefault(_kind(host, gpus_of), len(numbers)) for host in cluster.hosts.values()]
+        self.hosts: list[list[str]] = [[] for _ in numbers]
+        for name, kind in zip(cluster.hosts, self.kinds):
+            self.hosts[kind].append(name)
+        self.first = [_variables(cluster, cluster.hosts[names[0]], self.port) for names in self.hosts]
         # a kind's first host's variables with stand-ins for its name and address
-        self.stand_in = {kind: _variables(cluster, _stand_in(cluster.hosts[names[0]]), self.port)
-                         for kind, names in self.hosts.items()}
+        self.stand_in = [_variables(cluster, _stand_in(cluster.hosts[names[0]]), self.port) for names in self.hosts]
         self.shared = self._shared()
 
     def examples(self) -> dict[str, dict[str, Any]]:
         """Each host's name with its kind's first host's variables (what is the same for a kind)."""
-        return {name: self.first[kind] for name, kind in self.kind_of.items()}
+        return dict(zip(self.cluster.hosts, map(self.first.__getitem__, self.kinds)))
 
     def _shared(self) -> dict[str, Any]:
-        shared = shared_variables(self.first.values())
-        for kind, names in self.hosts.items():
+        shared = shared_variables(self.first)
+        for kind, names in enumerate(self.hosts):
             if len(names) > 1:
                 addresses = {self.cluster.hosts[name].address for name in names}
                 varying = {_NAME} if len(addresses) == 1 else {_NAME, _ADDRESS}
@@ -246,12 +247,9 @@ class _HostKinds:
 
     def members(self) -> JsonMembers:
         """Each host's ``"name": {variables}`` line, in inventory order."""
-        templates = {kind: self._template(kind) for kind in self.hosts}
-        fills = {kind: ("{0}: " + template).format for kind, template in templates.items() if template is not None}
+        fills = [self._fill(kind) for kind in range(len(self.hosts))]
         members = JsonMembers()
-        hosts = self.cluster.hosts
-        for name, kind in self.kind_of.items():
-            fill, host = fills.get(kind), hosts[name]
+        for (name, host), fill in zip(self.cluster.hosts.items(), map(fills.__getitem__, self.kinds)):
             quoted = json_string(name)
             members.append(f"{quoted}: {self._line(host)}" if fill is None else fill(quoted, json_string(host.address)))
         return members
@@ -262,7 +260,13 @@ class _HostKinds:
     def _line_of(self, variables: dict[str, Any]) -> str:
         return json_lines({key: value for key, value in variables.items() if key not in self.shared}, 0)
 
-    def _template(self, kind: tuple[Any, ...]) -> str | None:
+    def _fill(self, kind: int) -> Callable[[str, str], str] | None:
+        """str.format of ``"name": {variables}`` for a kind's hosts (the name and the address as
+        JSON); None where its template does not give its first host's line."""
+        template = self._template(kind)
+        return None if template is None else ("{0}: " + template).format
+
+    def _template(self, kind: int) -> str | None:
         """str.format text of a kind's lines ({0}: the name, {1}: the address, as JSON); None where
         it does not give its first host's line (a value that is a stand-in's very text)."""
         host = self.cluster.hosts[self.hosts[kind][0]]
