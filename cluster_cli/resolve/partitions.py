@@ -25,14 +25,12 @@ def resolve_partitions(
     partitions: list[Partition], nodes: list[SlurmNode], problems: Problems
 ) -> dict[str, PartitionNodes]:
     """Each partition's nodes, by partition name in inventory order."""
-    by_group: dict[str, list[str]] = {}
-    group_named: dict[str, NodeGroup] = {}
+    by_group: dict[str, tuple[NodeGroup, list[str]]] = {}  # group name -> the group, its node names
     for node in nodes:
-        names = by_group.get(node.group.name)
-        if names is None:
-            names = by_group[node.group.name] = []
-            group_named[node.group.name] = node.group
-        names.append(node.name)
+        entry = by_group.get(node.group.name)
+        if entry is None:
+            entry = by_group[node.group.name] = (node.group, [])
+        entry[1].append(node.name)
     known = {node.name: node for node in nodes}
     defaults = [partition.name for partition in partitions if partition.default]
     if len(defaults) > 1:
@@ -43,7 +41,7 @@ def resolve_partitions(
         where: Location = ("partitions", index)
         if partition.name in result:
             problems.add(where + ("name",), f"partition '{partition.name}' is declared twice")
-        result[partition.name] = members = _members(where, partition, by_group, group_named, known, problems)
+        result[partition.name] = members = _members(where, partition, by_group, known, problems)
         used.update(members.names)
     unplaced = [node.name for node in nodes if node.name not in used] if len(used) != len(known) else []
     if unplaced:
@@ -54,8 +52,7 @@ def resolve_partitions(
 def _members(
     where: Location,
     partition: Partition,
-    by_group: dict[str, list[str]],
-    group_named: dict[str, NodeGroup],
+    by_group: dict[str, tuple[NodeGroup, list[str]]],
     known: dict[str, SlurmNode],
     problems: Problems,
 ) -> PartitionNodes:
@@ -65,8 +62,8 @@ def _members(
     listed: list[str] = []
     for item_index, item in enumerate(partition.nodes):
         if item in by_group:
-            group = group_named[item]
-            names.extend(by_group[item])
+            group, group_names = by_group[item]
+            names.extend(group_names)
             groups.setdefault(id(group), group)
             named_groups.append(group)
             continue
