@@ -12,8 +12,6 @@ from cluster_cli.resolve.gpus import group_device_files
 from cluster_cli.resolve.problems import Problems, expand
 
 _VALID_NAME = re.compile(NAME_PATTERN)
-_NAME_BODY = NAME_PATTERN.removeprefix("^").removesuffix("$")
-_VALID_NAME_LINES = re.compile(f"(?:{_NAME_BODY})(?:\n(?:{_NAME_BODY}))*")  # valid names, one a line
 
 
 class SlurmNode(NamedTuple):
@@ -53,10 +51,6 @@ def _check_node_names(
     where: Location, names: list[str], seen: dict[str, Location], problems: Problems
 ) -> None:
     """Each name a valid host name, and in one group once; ``seen`` learns the group of each."""
-    fresh = dict.fromkeys(names, where)
-    if len(fresh) == len(names) and seen.keys().isdisjoint(fresh) and _all_valid(names):
-        seen.update(fresh)  # most groups: checked together, 0.15 us a name, not 0.5
-        return
     at = where + ("nodes",)
     for name in names:
         if not _VALID_NAME.fullmatch(name):
@@ -66,16 +60,6 @@ def _check_node_names(
         if name in seen:
             problems.add(at, f"node '{_shown(name)}' is also in {format_location(seen[name])}")
         seen[name] = where
-
-
-def _all_valid(names: list[str]) -> bool:
-    """Whether every name is a valid host name (what the loop of _check_node_names finds, at once)."""
-    lines = "\n".join(names)
-    return (
-        lines.count("\n") == len(names) - 1  # no name holds a line break of its own
-        and max(map(len, names), default=0) <= MAX_NAME_LENGTH
-        and _VALID_NAME_LINES.fullmatch(lines) is not None
-    )
 
 
 def _shown(name: str) -> str:

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given
-from hypothesis import strategies as st
 from unit_helpers import BASE, FILE, edit, edit_all, expected_problems, line_of, problems
-
-from cluster_cli.model import MAX_NAME_LENGTH
-from cluster_cli.resolve import nodes
 
 
 def test_node_group_declared_twice():
@@ -148,11 +143,3 @@ def test_single_and_multi_host_group_problems(old, new, expected):
 )
 def test_node_groups_at_their_limits_are_valid(old, new):
     assert problems(edit(BASE, old, new)) == []
-
-
-@given(st.lists(st.text(alphabet="aZ09-._\n ,é", max_size=70) | st.sampled_from(["a" * 63, "a" * 64, ""]), max_size=6))
-@example(["gpu1", "gpu\n2"])  # two valid names' text, one invalid name
-@example(["a" * 64])
-def test_names_checked_together_are_valid_exactly_when_each_is(names):
-    one_by_one = all(nodes._VALID_NAME.fullmatch(name) and len(name) <= MAX_NAME_LENGTH for name in names)
-    assert nodes._all_valid(names) == (one_by_one and bool(names))
