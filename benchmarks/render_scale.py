@@ -396,11 +396,14 @@ def section(trees: dict[str, Path], results: dict, facts: dict, runs: int, host:
     cpu_10k = {shape: statistics.median(results[last][(shape, "render")].cpu) for shape in at_10k}
     worst = max(at_10k, key=at_10k.__getitem__)
     verdict = "meets" if max(at_10k.values()) <= GOAL_SECONDS else "misses"
+    worst_walls = results[last][(worst, "render")].wall  # how thin the margin is, not only the median
+    over = sum(wall > GOAL_SECONDS for wall in worst_walls)
     lines += [
         (
             f"Goal <= {GOAL_SECONDS} s for `render` of ~10,000 nodes of any shape, start-up included: `{last}` "
             f"**{verdict}** it in wall-clock median (slowest shape {worst}: {at_10k[worst]:.2f} s wall, "
-            f"{cpu_10k[worst]:.2f} s CPU)."
+            f"{cpu_10k[worst]:.2f} s CPU; {over} of its {len(worst_walls)} runs over {GOAL_SECONDS} s, "
+            f"{min(worst_walls):.2f}-{max(worst_walls):.2f} s)."
         ),
         "",
         "Growth: CPU time fitted as fixed + per node between the two sizes of each shape (a fixed part below "
