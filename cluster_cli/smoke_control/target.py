@@ -90,6 +90,7 @@ def group_target(
     """The per-group checks' target: ``group``'s ``nodes`` in ``partition``, its GPUs and thresholds;
     its jobs exclude the partition's other nodes."""
     names = [node.name for node in nodes]
+    members = set(names)  # a partition's every node is looked up: not in a list (10,000 x 10,000)
     gpus = group.gpus
     gpu_type = gpus.type if gpus else None
     with_devices = [node for node in nodes if node.gpu_devices]
@@ -99,7 +100,7 @@ def group_target(
         group=group.name,
         nodes=names,
         sample=sample,
-        exclude_nodes=[node for node in partition.nodes if node not in names],
+        exclude_nodes=[node for node in partition.nodes if node not in members],
         gpus_per_node=gpus.count if gpus else 0,
         gpu_type=gpu_type.upper() if gpu_type else None,
         gres_type=gpu_type,

@@ -60,3 +60,10 @@ def test_atlas_has_ha_controllers_and_three_groups():
     assert cluster.hosts["db1"].roles == {"database"}
     assert cluster.partition_nodes["debug"] == ["h100-001", "h100-002", "a100-001", "a100-002"]
     assert len(cluster.hosts) == 4 + 56
+
+
+def test_a_node_is_found_by_its_name_and_only_a_node_s_name_is_found():
+    cluster = load_cluster(SHIPPED_INVENTORIES["local"])
+    assert [cluster.node(node.name) for node in cluster.nodes] == cluster.nodes
+    with pytest.raises(KeyError):
+        cluster.node("localhost")
