@@ -30,7 +30,7 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
     if name not in cluster.partition_nodes:
         raise ClusterCliError(f"no partition '{name}' (partitions: {', '.join(cluster.partition_nodes)})")
     nodes = [cluster.node(node) for node in cluster.partition_nodes[name]]
-    groups = {id(node.group): node.group for node in nodes}.values()
+    groups = cluster.partitions[name].groups
     gpu_counts = [group.gpus.count if group.gpus else 0 for group in groups]
     gpu_types = {group.gpus.type for group in groups if group.gpus}
     fake = any(group.gpus is not None and group.gpus.fake for group in groups)
