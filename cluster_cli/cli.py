@@ -320,7 +320,7 @@ def plan(inventory: Path, as_json: bool, show_diff: bool, build_dir: Path | None
     from rich.console import Console
     cluster = load_cluster(inventory)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
-    found, _ = deploy_steps.current_plan(prepared)
+    found, _ = deploy_steps.current_plan(prepared, rotating=rotate_secrets)
     if as_json:
         document = found.to_json()
         if rotate_secrets:
@@ -370,13 +370,17 @@ def deploy(
     console = Console(highlight=False)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     _print_header(console, "Deploy", prepared)
-    found, files = deploy_steps.current_plan(prepared)
+    found, files = deploy_steps.current_plan(prepared, rotating=rotate_secrets)
     if check and not full:
         _print_plan(console, found, diff, cluster if rotate_secrets else None, dry_run=True)
         raise SystemExit(_plan_exit(found, rotate_secrets))
     if found.conflicts or found.unreachable:
         print_plan(console, found, False)
         raise ClusterCliError("nothing was changed: " + "; ".join(found.conflicts + list(found.unreachable)))
+    recovered = [] if check else deploy_steps.recover_record(prepared, files, found)
+    if recovered:
+        console.print(f"the deploy record did not know {', '.join(recovered)}; they hold this cluster's files and "
+                      "secrets: recorded from what they hold", markup=False, soft_wrap=True)
     if not found.changes and not full and not rotate_secrets:
         console.print("0 changes: every host matches the inventory; no playbook run (--full runs it anyway)")
         return
@@ -457,6 +461,13 @@ def _rotate(
     return rotated, deploy_steps.expected_files(rotated)
 
 
+def _require_owned(cluster: Cluster, inventory: Path, hosts: list[str] | None = None) -> None:
+    """Refuse (exit 1) before a verb changes a host or Slurm's state that is another cluster's."""
+    from cluster_cli.build import secrets_dir_for
+    from cluster_cli.ownership import require_owned
+    require_owned(cluster, secrets_dir_for(cluster, inventory), hosts)
+
+
 @main.command()
 @inventory_argument
 @click.option("--purge", is_flag=True, help="Also delete Slurm state, spool, logs and the accounting database "
@@ -474,8 +485,9 @@ def teardown(inventory: Path, purge: bool, yes_name: str | None, backup_dir: str
     from cluster_cli.confirm import require_confirmation
     from cluster_cli.loader import load_cluster
     extra_vars: dict[str, object] = {"teardown_purge": purge}
+    cluster = load_cluster(inventory)
+    _require_owned(cluster, inventory)
     if purge:
-        cluster = load_cluster(inventory)
         require_confirmation(cluster, yes_name, "delete its state and accounting database")
         if cluster.inventory.accounting.enabled:
             dump, _ = upgrade_steps.backup_files(cluster, backup_dir)
@@ -510,6 +522,7 @@ def upgrade(
     from cluster_cli import deploy as deploy_steps, upgrade as upgrade_steps
     from cluster_cli.confirm import require_confirmation
     from cluster_cli.loader import load_cluster
+    from cluster_cli.ownership import expected_secrets, owner_requests, refuse_foreign
     from cluster_cli.probe import probe_cluster
     from rich.console import Console
     cluster = load_cluster(inventory)
@@ -517,7 +530,9 @@ def upgrade(
     console = Console(highlight=False)
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     _print_header(console, "Upgrade", prepared)
-    probes = probe_cluster(cluster, {})
+    probes = probe_cluster(cluster, {}, owner_requests(cluster, expected_secrets(
+        prepared.bundle.secrets.munge_key_path.read_bytes(), prepared.bundle.secrets.db_password())))
+    refuse_foreign(cluster, probes)
     upgrade_steps.check_preflight(probes, target)
     todo = upgrade_steps.hosts_to_upgrade(probes, target)
     if not todo:
@@ -606,7 +621,11 @@ def health(inventory: Path, as_json: bool, no_act: bool) -> None:
     import json
     from cluster_cli.health import run_health, verdict_line
     from cluster_cli.loader import load_cluster
-    report = run_health(load_cluster(inventory), act=not no_act)
+    from cluster_cli.probe import controller_hosts
+    cluster = load_cluster(inventory)
+    if not no_act:
+        _require_owned(cluster, inventory, controller_hosts(cluster))
+    report = run_health(cluster, act=not no_act)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
@@ -727,8 +746,10 @@ def nodes_drain(inventory: Path, names: str, reason: str) -> None:
     """Drain NAMES (a hostlist, e.g. gpu[001-004]): running jobs finish, no new ones start."""
     from cluster_cli import nodes as node_steps
     from cluster_cli.loader import load_cluster
+    from cluster_cli.probe import controller_hosts
     cluster = load_cluster(inventory)
     selected = node_steps.select(cluster, names)
+    _require_owned(cluster, inventory, controller_hosts(cluster))
     stored = node_steps.drain(cluster, selected, reason)
     click.echo(f"drained {', '.join(selected)}: {stored}")
 
@@ -741,8 +762,11 @@ def nodes_resume(inventory: Path, names: str, force: bool) -> None:
     """Resume NAMES; a drain someone else set is refused without --force (exit 2)."""
     from cluster_cli import nodes as node_steps
     from cluster_cli.loader import load_cluster
+    from cluster_cli.probe import controller_hosts
     cluster = load_cluster(inventory)
-    resumed = node_steps.resume(cluster, node_steps.select(cluster, names), force)
+    selected = node_steps.select(cluster, names)
+    _require_owned(cluster, inventory, controller_hosts(cluster))
+    resumed = node_steps.resume(cluster, selected, force)
     click.echo(f"resumed {', '.join(resumed)}" if resumed else "nothing to resume")
 
 

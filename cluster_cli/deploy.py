@@ -25,6 +25,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
+from cluster_cli.ownership import expected_secrets
 from cluster_cli.paths import cluster_state_dir, default_build_dir
 from cluster_cli.plan import Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
@@ -152,9 +153,13 @@ def expected_files(prepared: Prepared) -> dict[str, list[HostFile]]:
     return files_by_host(prepared.cluster, *_rendered_and_munge_key(prepared))
 
 
-def current_plan(prepared: Prepared) -> tuple[Plan, dict[str, list[HostFile]]]:
-    """Probe every host and compare it with the rendered build: what a deploy would change."""
-    return plan_cluster(prepared.cluster, *_rendered_and_munge_key(prepared), prepared.record)
+def current_plan(prepared: Prepared, rotating: bool = False) -> tuple[Plan, dict[str, list[HostFile]]]:
+    """Probe every host and compare it with the rendered build: what a deploy would change, and
+    whether every host is this cluster's (``rotating``: the secrets being replaced are not held
+    against a host)."""
+    rendered, munge_key = _rendered_and_munge_key(prepared)
+    secrets = expected_secrets(munge_key, prepared.bundle.secrets.db_password())
+    return plan_cluster(prepared.cluster, rendered, munge_key, prepared.record, secrets, rotating)
 
 
 def write_retired_inventory(prepared: Prepared) -> list[str]:
@@ -179,6 +184,21 @@ def record_deployed(
     record.update(files, hosts)
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
+
+
+def recover_record(prepared: Prepared, files: dict[str, list[HostFile]], found: Plan) -> list[str]:
+    """A lost deploy record, recovered: the hosts it does not know that hold this cluster's
+    slurm.conf and munge key and that the plan finds nothing to change on hold exactly the
+    rendered files, so they are recorded as deployed now (a later hand edit then shows as drift).
+    Hosts with changes are recorded after the playbook, as always. The hosts recorded."""
+    changing = {change.host for change in found.changes}
+    hosts = [host for host in found.unrecorded if host not in changing]
+    if hosts:
+        record = prepared.record
+        record.update(files, hosts)
+        record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
+        record.save()
+    return hosts
 
 
 def rollout_outcome(prepared: Prepared, result: PlaybookResult, retired: list[str]) -> rollout.Outcome:

@@ -19,6 +19,11 @@ MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
 # default; tests/unit/test_plan.py holds the two together).
 PENDING_DIR = "/var/lib/slurm/pending"
+# What the munge and slurmdbd roles leave once they installed the cluster's key and slurmdbd.conf
+# (roles/munge/vars/main.yml, roles/slurmdbd/vars/main.yml; tests/unit/test_ownership.py holds them
+# together): ownership's evidence that a host's secrets are a cluster-cli cluster's.
+MUNGE_KEY_MARKER = "/var/lib/slurm/munge-key-installed-by-cluster-cli"
+SLURMDBD_CONF_MARKER = "/var/lib/slurm/slurmdbd-conf-installed-by-cluster-cli"
 # Rendered files (build directory paths) every cluster host holds in the Slurm config directory.
 SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf")
 # Configless: the hosts that keep those files (roles/slurm_common's __slurm_common_file_groups);

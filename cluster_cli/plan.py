@@ -18,6 +18,7 @@ from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
+from cluster_cli.ownership import ExpectedSecrets, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.probe import HostProbe, probe_cluster
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
 
@@ -62,6 +63,9 @@ class Plan:
     unreachable: dict[str, str] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
     jobs: list[dict[str, str]] = field(default_factory=list)
+    # hosts the deploy record does not know that hold this cluster's slurm.conf and munge key (a
+    # lost record: deploy records them again from what they hold)
+    unrecorded: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -83,6 +87,7 @@ class Plan:
             "unreachable": self.unreachable,
             "conflicts": self.conflicts,
             "running_jobs": self.jobs,
+            "unrecorded": self.unrecorded,
             "exit_code": int(self.exit_code),
         }
 
@@ -104,13 +109,22 @@ def make_plan(
     rendered: dict[str, str],
     probes: dict[str, HostProbe],
     record: DeployedRecord,
+    rotating: bool = False,
 ) -> Plan:
-    primary = probes.get(cluster.inventory.controllers.primary)
+    """``rotating``: a deploy --rotate-secrets, which adopts hosts whose secrets are not this
+    control node's (ownership)."""
     version = _slurm_version(probes)
     plan = Plan(cluster.name, version)
     plan.unreachable = {name: probe.error for name, probe in probes.items() if probe.error}
+    foreign = ownership_conflicts(cluster, probes, rotating)
+    plan.conflicts = list(foreign.values())
+    # A host of another cluster is that cluster's: none of its differences is a change of this one.
+    probes = {name: probe for name, probe in probes.items() if name not in foreign}
+    plan.unrecorded = sorted(name for name, probe in probes.items()
+                             if not probe.error and name not in record.hosts and proven_ours(cluster, probe))
+    primary = probes.get(cluster.inventory.controllers.primary)
     if primary is not None and primary.controller:
-        plan.conflicts = _state_conflicts(cluster, primary.controller)
+        plan.conflicts += _state_conflicts(cluster, primary.controller)
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
     decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
@@ -136,10 +150,15 @@ def make_plan(
     return plan
 
 
-def plan_cluster(cluster: Cluster, rendered: dict[str, str], munge_key: bytes, record: DeployedRecord) -> tuple[Plan, dict[str, list[HostFile]]]:
-    """Probe every host and compare: the plan, and the files each host should hold."""
+def plan_cluster(
+    cluster: Cluster, rendered: dict[str, str], munge_key: bytes, record: DeployedRecord,
+    secrets: ExpectedSecrets, rotating: bool = False,
+) -> tuple[Plan, dict[str, list[HostFile]]]:
+    """Probe every host (its files, daemons and owner) and compare: the plan, and the files each
+    host should hold."""
     files = files_by_host(cluster, rendered, munge_key)
-    return make_plan(cluster, files, rendered, probe_cluster(cluster, files), record), files
+    probes = probe_cluster(cluster, files, owner_requests(cluster, secrets))
+    return make_plan(cluster, files, rendered, probes, record, rotating), files
 
 
 def _slurm_version(probes: dict[str, HostProbe]) -> str | None:

@@ -146,6 +146,9 @@ def print_plan(console: Console, plan: Plan, show_diff: bool) -> None:
         console.print(f"[red]{host}: cannot be probed: {reason}[/red]")
     for conflict in plan.conflicts:
         console.print(f"[red]conflict: {conflict}[/red]")
+    if plan.unrecorded:
+        console.print(f"the deploy record does not know {', '.join(plan.unrecorded)}, which hold this cluster's "
+                      "slurm.conf and munge key: deploy records them from what they hold", markup=False, soft_wrap=True)
     if plan.changes:
         console.print(plan_table(plan))
     if show_diff:

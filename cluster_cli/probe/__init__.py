@@ -41,13 +41,14 @@ class HostProbe:
     owed: list[str] = field(default_factory=list)
     slurmds: dict[str, dict[str, Any]] = field(default_factory=dict)
     ports: dict[str, bool] = field(default_factory=dict)
+    owner: dict[str, Any] | None = None
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
     """Each daemon the host should run and its pid file (the paths slurm.conf and slurmdbd.conf set)."""
     run_dir = cluster.inventory.slurm.paths.run_dir
     pidfiles = {}
-    if host.name in _controllers(cluster):
+    if host.name in controller_hosts(cluster):
         pidfiles["slurmctld"] = f"{run_dir}/slurmctld.pid"
     if "database" in host.roles:
         pidfiles["slurmdbd"] = f"{run_dir}/slurmdbd.pid"
@@ -56,12 +57,16 @@ def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
     return pidfiles
 
 
-def _controllers(cluster: Cluster) -> list[str]:
+def controller_hosts(cluster: Cluster) -> list[str]:
+    """The primary controller, then the backup if any."""
     controllers = cluster.inventory.controllers
     return [name for name in (controllers.primary, controllers.backup) if name]
 
 
-def probe_request(cluster: Cluster, host: ManagedHost, files: list[HostFile]) -> dict[str, Any]:
+def probe_request(
+    cluster: Cluster, host: ManagedHost, files: list[HostFile], owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``owner``: the ownership evidence to ask for too (ownership.owner_request)."""
     paths = cluster.inventory.slurm.paths
     is_primary = host.name == cluster.inventory.controllers.primary
     return {
@@ -71,6 +76,7 @@ def probe_request(cluster: Cluster, host: ManagedHost, files: list[HostFile]) ->
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
+        "owner": owner,
     }
 
 
@@ -91,6 +97,7 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
     return HostProbe(
         host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller"),
         owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}), ports=answer.get("ports", {}),
+        owner=answer.get("owner"),
     )
 
 
@@ -114,9 +121,14 @@ def _probe_over_ssh(host: ManagedHost, request: dict[str, Any]) -> dict[str, Any
         raise ProbeFailed(f"the probe's answer is not JSON: {done.stdout[:200]!r}") from None
 
 
-def probe_cluster(cluster: Cluster, files_by_host: dict[str, list[HostFile]]) -> dict[str, HostProbe]:
-    """Probe every host of the cluster in parallel."""
-    requests = {name: probe_request(cluster, host, files_by_host.get(name, []))
+def probe_cluster(
+    cluster: Cluster, files_by_host: dict[str, list[HostFile]],
+    owner_requests: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, HostProbe]:
+    """Probe every host of the cluster in parallel (with ``owner_requests``: each host's ownership
+    evidence too)."""
+    owners = owner_requests or {}
+    requests = {name: probe_request(cluster, host, files_by_host.get(name, []), owners.get(name))
                 for name, host in cluster.hosts.items()}
     return probe_hosts(cluster, requests)
 

@@ -6,16 +6,22 @@ It changes nothing on the host.
 
 Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path},
           "ports": {daemon: port}, "packages": [names], "pending_dir", "run_dir",
-          "controller": {"conf", "state_dir"} or null}
+          "controller": {"conf", "state_dir"} or null,
+          "owner": {"slurm_conf", "munge_key": {"path", "marker", "want"?},
+                    "slurmdbd_conf": {"path", "marker", "want"?} or null} or null}
 Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
           "daemons": {daemon: {"pid", "started", "running"}},
           "ports": {daemon: true if something accepts connections on the port here},
           "owed": [markers in pending_dir], "slurmds": {"slurmd@NODE": facts} (every live one),
           "packages": {name: version or null},
-          "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null}
+          "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null,
+          "owner": {"cluster_name", "answering_cluster_name", "daemons", "munge_key", "slurmdbd_password"}
+                   or null}
 
 A file's text comes back only when it differs from the wanted checksum and is not secret;
-a secret file (munge key, slurmdbd.conf) only ever sends its checksum.
+a secret file (munge key, slurmdbd.conf) only ever sends its checksum. The owner facts send
+less still: whether the munge key and the database password match the checksums the control
+node sent ("ours", "other"), or that cluster-cli never installed them here ("unmarked").
 """
 
 from __future__ import annotations
@@ -181,6 +187,98 @@ def controller_facts(request: dict) -> dict:
     return facts
 
 
+SLURM_DAEMONS = ("slurmctld", "slurmd", "slurmdbd")
+
+
+def running_programs(programs: tuple[str, ...]) -> list:
+    """Which of ``programs`` run on this host (a process whose argv[0] is one of them), in one
+    pass over /proc."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                program = handle.read().split(b"\0", 1)[0].decode("utf-8", "replace")
+        except OSError:
+            continue
+        if os.path.basename(program) in programs:
+            found.add(os.path.basename(program))
+    return sorted(found)
+
+
+def conf_cluster_name(path: str) -> str | None:
+    """The ClusterName a slurm.conf sets (Slurm keys are case-insensitive; Slurm lowers the value)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, sep, value = line.split("#", 1)[0].partition("=")
+                if sep and key.strip().lower() == "clustername":
+                    return value.strip().lower() or None
+    except OSError:
+        return None
+    return None
+
+
+def _sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def secret_match(entry: dict, extract=None) -> str:
+    """Whether a secret cluster-cli installed here (its marker exists) is the one whose checksum
+    the control node sent: "ours" or "other"; "unmarked" when cluster-cli did not install it
+    (a fresh host, a key the package made, a purged cluster); "unknown" when the control node
+    sent no checksum or the file cannot be read. Only the verdict leaves the host."""
+    if not os.path.exists(entry["marker"]):
+        return "unmarked"
+    if not entry.get("want"):
+        return "unknown"
+    try:
+        with open(entry["path"], "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return "unknown"
+    value = extract(data) if extract else data
+    return "ours" if value is not None and _sha256_of(value) == entry["want"] else "other"
+
+
+def storage_pass(data: bytes) -> bytes | None:
+    """slurmdbd.conf's StoragePass value."""
+    for line in data.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "storagepass":
+            return value.strip().encode("utf-8")
+    return None
+
+
+def answering_cluster_name(conf: str) -> str | None:
+    """The ClusterName of the slurmctld that answers for ``conf`` (scontrol show config)."""
+    code, output = _run(["scontrol", "show", "config"], dict(os.environ, SLURM_CONF=conf))
+    if code != 0:
+        return None
+    for line in output.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "ClusterName":
+            return value.strip().lower() or None
+    return None
+
+
+def owner_facts(request: dict) -> dict:
+    """What tells which cluster this host belongs to: the ClusterName of the slurm.conf it holds,
+    the Slurm daemons that run here, the ClusterName the slurmctld answers with (asked only where
+    slurmctld runs here: a down controller would make scontrol wait), and whether the secrets
+    cluster-cli installed here are the control node's."""
+    daemons = running_programs(SLURM_DAEMONS)
+    dbd = request.get("slurmdbd_conf")
+    return {
+        "cluster_name": conf_cluster_name(request["slurm_conf"]),
+        "answering_cluster_name": answering_cluster_name(request["slurm_conf"]) if "slurmctld" in daemons else None,
+        "daemons": daemons,
+        "munge_key": secret_match(request["munge_key"]),
+        "slurmdbd_password": secret_match(dbd, storage_pass) if dbd else "unmarked",
+    }
+
+
 def owed_actions(pending_dir: str) -> list:
     """The markers an unfinished deploy left (restart-slurmctld, restart-slurmd, reconfigure)."""
     try:
@@ -214,6 +312,7 @@ def probe(request: dict) -> dict:
         "ports": {name: port_open(port) for name, port in request.get("ports", {}).items()},
         "packages": package_versions(request.get("packages", [])),
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
+        "owner": owner_facts(request["owner"]) if request.get("owner") else None,
     }
     return answer
 

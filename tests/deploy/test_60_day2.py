@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deployed import DeployedCluster
+from deployed import DeployedCluster, run_cli
 
 RUN_DIR = Path("/run/slurm")
 
@@ -233,3 +233,37 @@ def test_a_host_holding_another_clusters_state_is_refused_before_anything_change
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert "holds the state of cluster 'local'" in done.stdout + done.stderr
     assert "PLAY" not in done.stdout and pids() == before
+
+
+HETERO = Path(__file__).resolve().parents[2] / "inventories" / "examples" / "hetero-local.yaml"
+# What a verb of another cluster's inventory may not do to this one: each must refuse (exit 1),
+# naming this machine and the cluster found here, before it drains, requeues, stops or writes.
+FOREIGN_VERBS = (
+    ("plan",), ("deploy",), ("deploy", "--force"), ("deploy", "--full"), ("teardown",),
+    ("teardown", "--purge", "--yes", "hetero"), ("nodes", "drain", "h100-1", "--reason", "x"),
+    ("nodes", "resume", "h100-1"), ("health",), ("upgrade", "--to", "24.11.5-4", "--yes", "hetero"),
+)
+
+
+def test_another_clusters_inventory_changes_nothing_of_this_one(deployed_cluster: DeployedCluster, tmp_path: Path) -> None:
+    """Issue 31 item 0, as a user tried it: with a job running on node1, the heterogeneous example
+    (cluster 'hetero', its own StateSaveLocation, its own secrets from another state home) aimed at
+    this machine. Before the check, its deploy drained node1-node3 'removed from the inventory'."""
+    text = HETERO.read_text().replace("slurm:\n  conf:", "slurm:\n  paths:\n    state_dir: /var/lib/slurm/hetero-ctld\n  conf:")
+    assert "hetero-ctld" in text
+    other = tmp_path / "hetero.yaml"
+    other.write_text(text)
+    job = submit("node1", 600)
+    before_nodes, before_pids = nodes(), pids()
+    try:
+        for verb in FOREIGN_VERBS:
+            argv = [*verb[:2], str(other), *verb[2:]] if verb[0] == "nodes" else [verb[0], str(other), *verb[1:]]
+            done = run_cli(tmp_path / "hetero-home", *argv, timeout=300)
+            output = done.stdout + done.stderr
+            assert done.returncode == 1, f"{verb}: exit {done.returncode}\n{output[-3000:]}"
+            assert "localhost" in output and "cluster 'local'" in output and "not 'hetero'" in output, output[-3000:]
+            assert "PLAY" not in done.stdout, f"{verb} ran a playbook"
+            assert job_state(job) == "RUNNING" and nodes() == before_nodes and pids() == before_pids, verb
+    finally:
+        run(["scancel", job])
+    assert not Path("/var/lib/slurm/hetero-ctld").exists()

@@ -284,7 +284,7 @@ class LauncherCalls:
         self.calls.append(("Popen", args))
         raise AssertionError("a process was started")
 
-    def probe(self, cluster: Any, files: Any) -> dict[str, HostProbe]:
+    def probe(self, cluster: Any, files: Any, owners: Any = None) -> dict[str, HostProbe]:
         """Every host answers as a fresh machine would: nothing installed, so the plan has work."""
         self.calls.append(("probe", tuple(cluster.hosts)))
         return {name: HostProbe(name) for name in cluster.hosts}

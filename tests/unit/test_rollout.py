@@ -176,7 +176,7 @@ def test_hosts_outside_the_cluster_are_not_counted_but_their_failures_are_kept()
 def base_inventory(tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared: (Plan("test", None), {}))
+    monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared, rotating=False: (Plan("test", None), {}))
     path = tmp_path / "inventory.yaml"
     path.write_text(BASE, encoding="utf-8")
     return str(path)

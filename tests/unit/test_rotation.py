@@ -77,7 +77,7 @@ def playbooks(monkeypatch) -> list[dict]:
         runs.append({"prepared": prepared, "options": options, "vars": extra_vars or {}})
 
     monkeypatch.setattr("cluster_cli.cli._run_prepared", run_prepared)
-    monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared: (Plan("local", None), {}))
+    monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared, rotating=False: (Plan("local", None), {}))
     return runs
 
 
