@@ -118,13 +118,15 @@ def make_plan(
     plan.unreachable = {name: probe.error for name, probe in probes.items() if probe.error}
     foreign = ownership_conflicts(cluster, probes, rotating)
     plan.conflicts = list(foreign.values())
+    held = probes.get(cluster.inventory.controllers.primary)
+    if held is not None and held.controller:
+        plan.conflicts += _state_conflicts(cluster, held.controller)
     # A host of another cluster is that cluster's: none of its differences is a change of this one.
     probes = {name: probe for name, probe in probes.items() if name not in foreign}
     plan.unrecorded = sorted(name for name, probe in probes.items()
                              if not probe.error and name not in record.hosts and proven_ours(cluster, probe))
     primary = probes.get(cluster.inventory.controllers.primary)
     if primary is not None and primary.controller:
-        plan.conflicts += _state_conflicts(cluster, primary.controller)
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
     decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
