@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-import scale_report  # noqa: E402
-from deploy_local import machine  # noqa: E402
-from task_profile import aggregate, read_events  # noqa: E402
+import scale_report
+from deploy_local import machine
+from task_profile import aggregate, read_events
 
-from cluster_cli.ansible.forks import forks_environment  # noqa: E402
-from devtools.deploy_summary import parse_summary_line  # noqa: E402
+from cluster_cli.ansible.forks import forks_environment
+from devtools.deploy_summary import parse_summary_line
 
 REPO = Path(__file__).resolve().parents[1]
 BED = "scale"

@@ -29,15 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import render_10k  # noqa: E402  (the 10,000-node inventory and the machine facts)
+import render_10k  # the 10,000-node inventory and the machine facts
 
-from cluster_cli.cluster import resolve  # noqa: E402
-from cluster_cli.deployed import DeployedRecord  # noqa: E402
-from cluster_cli.host_files import files_by_host, sha256_text  # noqa: E402
-from cluster_cli.plan import make_plan  # noqa: E402
-from cluster_cli.probe import HostProbe  # noqa: E402
-from cluster_cli.render import render_configs  # noqa: E402
-from cluster_cli.render.health_conf import with_host_health_texts  # noqa: E402
+from cluster_cli.cluster import resolve
+from cluster_cli.deployed import DeployedRecord
+from cluster_cli.host_files import files_by_host, sha256_text
+from cluster_cli.plan import make_plan
+from cluster_cli.probe import HostProbe
+from cluster_cli.render import render_configs
+from cluster_cli.render.health_conf import with_host_health_texts
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"

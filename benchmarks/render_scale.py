@@ -33,7 +33,6 @@ import cProfile
 import io
 import os
 import pstats
-import re
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import render_10k  # noqa: E402  (same directory: its inventory, machine facts and section writer)
+import render_10k  # same directory: its inventory, machine facts and section writer
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"

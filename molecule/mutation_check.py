@@ -36,11 +36,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from cluster_cli.cluster import Cluster  # noqa: E402
-from cluster_cli.loader import load_cluster  # noqa: E402
-from devtools.markdown import replace_section  # noqa: E402
-from cluster_cli.paths import cluster_state_dir  # noqa: E402
-from testbed import Testbed  # noqa: E402
+from cluster_cli.cluster import Cluster
+from cluster_cli.loader import load_cluster
+from devtools.markdown import replace_section
+from cluster_cli.paths import cluster_state_dir
+from testbed import Testbed
 
 DOC = REPO / "docs" / "testbed.md"
 SECTION = "## Mutation check"
