@@ -60,7 +60,7 @@ def converged_answers(cluster, files, change_slurm_conf: str | None = None) -> d
             daemons["slurmctld"] = {"pid": 1, "started": 1.0, "running": True}
         if "database" in host.roles:
             daemons["slurmdbd"] = {"pid": 1, "started": 1.0, "running": True}
-        packages = {package: VERSION for package in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")}
+        packages: dict[str, str | None] = {package: VERSION for package in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")}
         packages["munge"] = "0.5.15-2+deb12u1"
         controller = None
         if name == cluster.inventory.controllers.primary:

@@ -75,7 +75,7 @@ def _addresses(first: int, count: int) -> str:
     return ",".join(parts)
 
 
-def _compress(names: list[str], prefix: str, width: int) -> str:
+def _compress(names: list[int], prefix: str, width: int) -> str:
     return f"{prefix}[{names[0]:0{width}d}-{names[-1]:0{width}d}]" if len(names) > 1 else f"{prefix}{names[0]:0{width}d}"
 
 
@@ -413,12 +413,12 @@ def section(trees: dict[str, Path], results: dict, facts: dict, runs: int, host:
     ]
     for family, (small, large) in FAMILIES.items():
         for verb in ("validate", "render"):
-            cells = []
+            fits = []
             for label in labels:
                 points = [(facts[s]["nodes"], statistics.median(results[label][(s, verb)].cpu)) for s in (small, large)]
                 fixed, per_node = fit(points)
-                cells.append(f"{fixed:.2f} s | {per_node * 1e6:.1f} µs")
-            lines.append(f"| {family} | `{verb}` | " + " | ".join(cells) + " |")
+                fits.append(f"{fixed:.2f} s | {per_node * 1e6:.1f} µs")
+            lines.append(f"| {family} | `{verb}` | " + " | ".join(fits) + " |")
     lines += ["", FINDINGS, "", render_10k.machine_line(host, "at the end"), ""]
     return "\n".join(lines)
 

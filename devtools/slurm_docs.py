@@ -138,7 +138,7 @@ def read_man_page(raw: str) -> ManPage:
                 entry, option = entries.setdefault((section, key.group(1)), Entry(section)), None
             elif sub:
                 option = sub.group(1)
-                entry.options.setdefault(option, [])  # type: ignore[union-attr]
+                entry.options.setdefault(option, [])
             else:
                 text = plain(line)
                 sections.setdefault(section, []).append(text)
