@@ -23,6 +23,8 @@ unit: setup
 lint: setup
 	.venv/bin/yamllint -s .
 	.venv/bin/ansible-lint --profile production
+	.venv/bin/ruff check .
+	.venv/bin/mypy
 
 teardown: setup
 	$(PY) -m cluster_cli teardown $(INVENTORY)

@@ -167,8 +167,13 @@ class ActionModule(ActionBase):
         # JSON text is the key, and what is validated when it is their whole (plain data: the validator's
         # deep copy of tagged values costs ten times more).
         unknown: list = []
+
+        def kept_aside(found: object) -> str:
+            unknown.append(found)
+            return repr(found)
+
         try:
-            text = json.dumps(values, sort_keys=True, default=lambda value: unknown.append(value) or repr(value))
+            text = json.dumps(values, sort_keys=True, default=kept_aside)
         except (TypeError, ValueError):
             text = None
         if text is not None and (role.name, text) in memo:
@@ -207,7 +212,7 @@ class ActionModule(ActionBase):
             return memo[key][0]
         templar.available_variables = variables
         rendered = templar.template(value)
-        if key is not None:
+        if key is not None and names is not None:
             memo[key] = (rendered, value, [variables.get(name) for name in names])  # ids in the key stay alive
         return rendered
 

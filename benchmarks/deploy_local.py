@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools
-from devtools.markdown import replace_section  # noqa: E402
+from devtools.markdown import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"

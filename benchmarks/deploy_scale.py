@@ -36,17 +36,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-import scale_report  # noqa: E402
-from deploy_local import machine  # noqa: E402
-from task_profile import aggregate, read_events  # noqa: E402
+import scale_report
+from deploy_local import machine
+from task_profile import aggregate, read_events
 
-from cluster_cli.ansible.forks import forks_environment  # noqa: E402
-from devtools.deploy_summary import parse_summary_line  # noqa: E402
+from cluster_cli.ansible.forks import forks_environment
+from devtools.deploy_summary import parse_summary_line
 
 REPO = Path(__file__).resolve().parents[1]
 BED = "scale"
 DEFAULT_OUT = Path("/var/tmp/cluster-deploy-scale")
-STEPS = (("first install", []), ("no-op (plan short path)", []), ("no-op --full", ["--full"]))
+STEPS: tuple[tuple[str, list[str]], ...] = (("first install", []), ("no-op (plan short path)", []), ("no-op --full", ["--full"]))
 TOP_TASKS = 10
 
 
@@ -145,7 +145,7 @@ def ansible_settings(hosts: int) -> dict[str, str]:
     config.read(REPO / "ansible.cfg")
     return {
         "forks": forks_environment(hosts).get("ANSIBLE_FORKS") or os.environ["ANSIBLE_FORKS"],
-        "strategy": os.environ.get("ANSIBLE_STRATEGY") or config.get("defaults", "strategy", fallback="linear"),
+        "strategy": os.environ.get("ANSIBLE_STRATEGY", "") or config.get("defaults", "strategy", fallback="linear"),
         "gathering": config.get("defaults", "gathering", fallback="implicit"),
         "pipelining": config.get("ssh_connection", "pipelining", fallback="False"),
         "ssh_args": config.get("ssh_connection", "ssh_args", fallback=""),

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # deploy_local, devtools
-from deploy_local import machine  # noqa: E402
+from deploy_local import machine
 
-from devtools.deploy_summary import parse_summary_line  # noqa: E402
-from devtools.markdown import replace_section  # noqa: E402
+from devtools.deploy_summary import parse_summary_line
+from devtools.markdown import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"

@@ -29,15 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import render_10k  # noqa: E402  (the 10,000-node inventory and the machine facts)
+import render_10k  # the 10,000-node inventory and the machine facts
 
-from cluster_cli.cluster import resolve  # noqa: E402
-from cluster_cli.deployed import DeployedRecord  # noqa: E402
-from cluster_cli.host_files import files_by_host, sha256_text  # noqa: E402
-from cluster_cli.plan import make_plan  # noqa: E402
-from cluster_cli.probe import HostProbe  # noqa: E402
-from cluster_cli.render import render_configs  # noqa: E402
-from cluster_cli.render.health_conf import with_host_health_texts  # noqa: E402
+from cluster_cli.cluster import resolve
+from cluster_cli.deployed import DeployedRecord
+from cluster_cli.host_files import files_by_host, sha256_text
+from cluster_cli.plan import make_plan
+from cluster_cli.probe import HostProbe
+from cluster_cli.render import render_configs
+from cluster_cli.render.health_conf import with_host_health_texts
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -60,7 +60,7 @@ def converged_answers(cluster, files, change_slurm_conf: str | None = None) -> d
             daemons["slurmctld"] = {"pid": 1, "started": 1.0, "running": True}
         if "database" in host.roles:
             daemons["slurmdbd"] = {"pid": 1, "started": 1.0, "running": True}
-        packages = {package: VERSION for package in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")}
+        packages: dict[str, str | None] = {package: VERSION for package in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")}
         packages["munge"] = "0.5.15-2+deb12u1"
         controller = None
         if name == cluster.inventory.controllers.primary:

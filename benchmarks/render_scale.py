@@ -33,7 +33,6 @@ import cProfile
 import io
 import os
 import pstats
-import re
 import statistics
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import render_10k  # noqa: E402  (same directory: its inventory, machine facts and section writer)
+import render_10k  # same directory: its inventory, machine facts and section writer
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -76,7 +75,7 @@ def _addresses(first: int, count: int) -> str:
     return ",".join(parts)
 
 
-def _compress(names: list[str], prefix: str, width: int) -> str:
+def _compress(names: list[int], prefix: str, width: int) -> str:
     return f"{prefix}[{names[0]:0{width}d}-{names[-1]:0{width}d}]" if len(names) > 1 else f"{prefix}{names[0]:0{width}d}"
 
 
@@ -414,12 +413,12 @@ def section(trees: dict[str, Path], results: dict, facts: dict, runs: int, host:
     ]
     for family, (small, large) in FAMILIES.items():
         for verb in ("validate", "render"):
-            cells = []
+            fits = []
             for label in labels:
                 points = [(facts[s]["nodes"], statistics.median(results[label][(s, verb)].cpu)) for s in (small, large)]
                 fixed, per_node = fit(points)
-                cells.append(f"{fixed:.2f} s | {per_node * 1e6:.1f} µs")
-            lines.append(f"| {family} | `{verb}` | " + " | ".join(cells) + " |")
+                fits.append(f"{fixed:.2f} s | {per_node * 1e6:.1f} µs")
+            lines.append(f"| {family} | `{verb}` | " + " | ".join(fits) + " |")
     lines += ["", FINDINGS, "", render_10k.machine_line(host, "at the end"), ""]
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from scale_model import Fit, Projection, fit_line, project
 
 from cluster_cli.ansible.forks import sized_forks
 from devtools.markdown import replace_section
+import itertools
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 SECTION = "## Deploy at scale: cost per compute host (test bed)"
@@ -46,7 +47,7 @@ def fits(runs: list[dict[str, Any]], name: str) -> dict[str, Fit] | None:
 def marginal(runs: list[dict[str, Any]], name: str) -> list[float]:
     """CPU-s per added compute host between successive host counts: a straight line keeps them equal."""
     points = [(run["computes"], cpu_of(step)) for run in runs if (step := step_of(run, name))]
-    return [(cost - before) / (hosts - fewer) for (fewer, before), (hosts, cost) in zip(points, points[1:])
+    return [(cost - before) / (hosts - fewer) for (fewer, before), (hosts, cost) in itertools.pairwise(points)
             if hosts != fewer]
 
 

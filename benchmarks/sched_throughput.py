@@ -28,10 +28,10 @@ from pathlib import Path
 
 # deploy_local, devtools
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from deploy_local import machine  # noqa: E402
+from deploy_local import machine
 
-from cluster_cli.loader import load_cluster  # noqa: E402
-from devtools.markdown import replace_section  # noqa: E402
+from cluster_cli.loader import load_cluster
+from devtools.markdown import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"

@@ -25,9 +25,9 @@ from collections import Counter
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # deploy_local, devtools
-from deploy_local import INVENTORY, machine  # noqa: E402
+from deploy_local import INVENTORY, machine
 
-from devtools.markdown import replace_section  # noqa: E402
+from devtools.markdown import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "docs" / "benchmarks.md"

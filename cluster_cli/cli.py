@@ -210,7 +210,7 @@ build_dir_option = click.option(
 )
 
 
-def _playbook_options(function):  # type: ignore[no-untyped-def]
+def _playbook_options(function):
     options = [
         click.option("--check", is_flag=True, help="Print the plan and change nothing (with --full: Ansible's check mode)."),
         click.option("--diff", is_flag=True, help="Show file differences (secrets are never shown)."),

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 # json.dumps's own string writer (ensure_ascii), without setting up an encoder at every call
-_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_json_string = json.encoder.encode_basestring_ascii
 
 
 class UnknownNode(KeyError):

@@ -68,6 +68,7 @@ def _check_nesting(text: str, file: str, loader: type = yaml.SafeLoader) -> None
             if isinstance(event, _OPENING):
                 depth += 1
                 if depth > MAX_NESTING:
+                    assert event.start_mark is not None  # the parser marks every event it makes
                     raise _nesting_refused(file, event.start_mark.line + 1)
             elif isinstance(event, _CLOSING):
                 depth -= 1

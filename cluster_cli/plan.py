@@ -186,7 +186,7 @@ def _state_conflicts(cluster: Cluster, controller: dict[str, Any]) -> list[str]:
     ]
 
 
-def _package_changes(cluster: Cluster, host: str, roles: set[str], probe: HostProbe) -> list[Change]:
+def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: HostProbe) -> list[Change]:
     wanted = ["munge", "slurm-client"]
     wanted += ["slurmctld"] if "controller" in roles else []
     wanted += ["slurmd"] if "compute" in roles else []

@@ -138,7 +138,7 @@ def read_man_page(raw: str) -> ManPage:
                 entry, option = entries.setdefault((section, key.group(1)), Entry(section)), None
             elif sub:
                 option = sub.group(1)
-                entry.options.setdefault(option, [])  # type: ignore[union-attr]
+                entry.options.setdefault(option, [])
             else:
                 text = plain(line)
                 sections.setdefault(section, []).append(text)
@@ -308,7 +308,7 @@ def installed_sources(series: str) -> Sources | None:
 
 
 def fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=120) as response:  # noqa: S310 (the fixed Debian mirror)
+    with urllib.request.urlopen(url, timeout=120) as response:  # the fixed Debian mirror
         return response.read()
 
 
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.docs:
         for series in args.series or sorted(SUITES):
             problems += generate(series, args.download, args.check)
-    from devtools.slurm_rules_doc import render  # noqa: PLC0415 (needs the data written above)
+    from devtools.slurm_rules_doc import render  # needs the data written above
 
     if args.check:
         if DOC.read_text(encoding="utf-8") != render():

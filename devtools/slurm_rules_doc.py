@@ -7,6 +7,7 @@ from typing import Any
 from cluster_cli.slurm_facts.change import WORDS
 from cluster_cli.slurm_facts.facts import file_data, rules, series_data, supported_series
 from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
+import itertools
 
 SUITES = {"22.05": "Debian 12 (bookworm)", "24.11": "Debian 13 (trixie)", "26.05": "Debian forky/sid"}
 
@@ -176,7 +177,7 @@ def known_keys_section() -> str:
         counts = [str(len(file_data(name, file_name).get("keys", {}))) for name in names]
         lines.append(f"| {file_name} | " + " | ".join(counts) + " |")
     lines += ["", "slurm.conf keys documented in one series and not the next:", ""]
-    for older, newer in zip(names, names[1:]):
+    for older, newer in itertools.pairwise(names):
         before, after = set(file_data(older, "slurm.conf")["keys"]), set(file_data(newer, "slurm.conf")["keys"])
         lines.append(f"- {older} to {newer}: new {keys_list(after - before)}; gone {keys_list(before - after)}")
     return "\n".join([*lines, ""])

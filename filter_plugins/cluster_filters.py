@@ -40,7 +40,7 @@ def service_manager(requested: str, service_mgr: str = "") -> str:
     return "systemd" if service_mgr == "systemd" else "standalone"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _defaults_of(defaults_file: Path) -> dict[str, Any]:
     return yaml.safe_load(defaults_file.read_text(encoding="utf-8")) or {}
 

@@ -93,8 +93,12 @@ def read_text(path: str) -> str | None:
         return None
     if not stat.S_ISREG(info.st_mode):
         raise Refused(f"{path} is not a regular file (a symbolic link is not followed): not read")
+    return _read_bytes(path).decode("utf-8", errors="replace")
+
+
+def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as handle:
-        return handle.read().decode("utf-8", errors="replace")
+        return handle.read()
 
 
 def ensure_directory(item: dict, check: bool) -> bool:
@@ -141,8 +145,8 @@ def ensure_file(item: dict, check: bool, backups: dict[str, str]) -> tuple[bool,
     info = _lstat(path)
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise Refused(f"{path} exists and is not a regular file (a symbolic link is not followed)")
-    old = None if info is None else open(path, "rb").read()
-    if old == data:
+    old = None if info is None else _read_bytes(path)
+    if info is not None and old == data:
         if not _attributes_differ(info, uid, gid, mode):
             return False, None
         if not check:

@@ -36,11 +36,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from cluster_cli.cluster import Cluster  # noqa: E402
-from cluster_cli.loader import load_cluster  # noqa: E402
-from devtools.markdown import replace_section  # noqa: E402
-from cluster_cli.paths import cluster_state_dir  # noqa: E402
-from testbed import Testbed  # noqa: E402
+from cluster_cli.cluster import Cluster
+from cluster_cli.loader import load_cluster
+from devtools.markdown import replace_section
+from cluster_cli.paths import cluster_state_dir
+from testbed import Testbed
 
 DOC = REPO / "docs" / "testbed.md"
 SECTION = "## Mutation check"
@@ -217,8 +217,8 @@ class Session:
                 command = mutation.cleanup.format(conf_dir=cluster.inventory.slurm.paths.conf_dir)
                 bed.exec(host, ["sh", "-c", command])
         bed.exec(controller, ["sh", "-c", "squeue -h -o %i | xargs -r scancel"], check=False)
-        for name, host in cluster.hosts.items():
-            for node in host.slurmd_nodes:
+        for name, managed in cluster.hosts.items():
+            for node in managed.slurmd_nodes:
                 bed.exec(name, ["systemctl", "start", f"slurmd@{node.name}"], check=False)
         if not self.deploy(REPO, self.inventory, self.build_dir):
             raise RuntimeError(f"the deploy that restores the cluster failed; log: {self.log}")
@@ -287,7 +287,8 @@ def report(scenario: str, before: dict[str, str], results: list[Result], after: 
             f"{'deploy refused' if not result.deployed else result.outcomes.get(test, 'missing')} | {run} |"
             for test in result.mutation.tests]
     table = [line for mutation in MUTATIONS for line in rows.get(mutation.removes, [])]
-    verdicts = {mutation.name: all(ROW.match(line)["without"] in ("failed", "deploy refused")
+    verdicts = {mutation.name: all((found := ROW.match(line)) is not None
+                                   and found["without"] in ("failed", "deploy refused")
                                    for line in rows[mutation.removes])
                 for mutation in MUTATIONS if mutation.removes in rows}
     survived = [name for name, caught in verdicts.items() if not caught]

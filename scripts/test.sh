@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's whole test suite, as CI runs it: lint, then pytest (unit tests, real Slurm
-# daemons, a real deploy of the local cluster, its smoke jobs). Tests that need something this
-# machine lacks (root, a GPU) skip with a reason; pytest's "no tests ran" (exit 5) fails.
+# The project's whole test suite, as CI runs it: lint (YAML, Ansible, Python), then pytest (unit
+# tests, real Slurm daemons, a real deploy of the local cluster, its smoke jobs). Tests that need
+# something this machine lacks (root, a GPU) skip with a reason; pytest's "no tests ran" (exit 5)
+# fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -22,4 +23,7 @@ if [ "$(id -u)" = 0 ] && command -v slurmd >/dev/null; then
 fi
 yamllint --strict .
 ansible-lint --profile production
+# Python: ruff's rules and mypy's types, over the paths pyproject.toml names.
+ruff check .
+mypy
 python -m pytest "$@"

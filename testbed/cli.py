@@ -179,7 +179,7 @@ def parse_shared(spec: str) -> tuple[str, list[str] | None]:
     return dst, names if sep else None
 
 
-def _print_status(st: dict) -> None:  # type: ignore[type-arg]
+def _print_status(st: dict) -> None:
     if not st["hosts"]:
         print(f"no test bed in {st['run_dir']}")
         return

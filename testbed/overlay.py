@@ -53,7 +53,7 @@ def parse_stanzas(text: str) -> dict[str, list[Stanza]]:
     """Package stanzas by name (a name may have several versions)."""
     found: dict[str, list[Stanza]] = {}
     for block in text.split("\n\n"):
-        fields = dict(re.findall(r"^([A-Za-z-]+): (.*)$", block, re.M))
+        fields = dict(re.findall(r"^([A-Za-z-]+): (.*)$", block, re.MULTILINE))
         if "Package" not in fields:
             continue
         relations = ", ".join(fields[key] for key in ("Pre-Depends", "Depends") if key in fields)

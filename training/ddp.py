@@ -33,7 +33,7 @@ def main() -> None:
     env = trainlib.environment(info)
     # Enough samples that every rank sees a fresh batch each step of the first epoch.
     dataset = trainlib.make_dataset(args.seed, args.batch_size * info.world_size * args.steps, 512, 10)
-    sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     model = trainlib.make_mlp(args.seed).to(info.device)
     device_ids = [info.device.index] if info.device.type == "cuda" else None

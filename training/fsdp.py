@@ -115,8 +115,8 @@ def main() -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     losses, step_times = [], []
     for step in range(args.steps):
-        batch = dataset[step * args.batch_size : (step + 1) * args.batch_size]
-        seconds, loss = trainlib.train_step(model, optimizer, loss_fn, *batch, info.device)
+        inputs, labels = dataset[step * args.batch_size : (step + 1) * args.batch_size]
+        seconds, loss = trainlib.train_step(model, optimizer, loss_fn, inputs, labels, info.device)
         step_times.append(seconds)
         losses.append(loss)
 
@@ -137,7 +137,7 @@ def main() -> None:
     fresh_optimizer.zero_grad(set_to_none=True)
     before = digests(fresh_model, fresh_optimizer)
     model_state, optim_state = get_state_dict(fresh_model, fresh_optimizer)
-    state = {"model": model_state, "optim": optim_state}
+    state: dict[str, Any] = {"model": model_state, "optim": optim_state}
     start = time.perf_counter()
     dcp.load(state, checkpoint_id=str(ckpt))
     load_s = time.perf_counter() - start

@@ -83,7 +83,7 @@ def main() -> None:
     flag = Path(args.flag_file or run_dir / "preempt.flag")
     steps_per_epoch = 8
     dataset = trainlib.make_dataset(args.seed, args.batch_size * info.world_size * steps_per_epoch, 512, 10)
-    sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank, seed=args.seed)
 
     def build(seed: int) -> tuple[Any, Any]:
         model = trainlib.make_mlp(seed).to(info.device)

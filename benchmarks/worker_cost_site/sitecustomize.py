@@ -48,7 +48,12 @@ def _install() -> None:
 
     WorkerProcess.run = measured_run
     main_pid = os.getpid()
-    atexit.register(lambda: os.getpid() == main_pid and _append({"kind": "main", "cpu_s": _usage()[0]}))
+
+    def main_exit() -> None:
+        if os.getpid() == main_pid:  # not in the workers, which inherit this handler
+            _append({"kind": "main", "cpu_s": _usage()[0]})
+
+    atexit.register(main_exit)
 
 
 if os.environ.get("WORKER_COST_LOG") and sys.argv and os.path.basename(sys.argv[0]) == "ansible-playbook":

@@ -9,6 +9,7 @@ workers than hosts only cost forks. An ANSIBLE_FORKS the user set wins over all 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 WORKERS_PER_CORE = 8
 WORKER_MIB = 60
@@ -35,7 +36,7 @@ def sized_forks(hosts: int, cores: int, memory_mib: int | None) -> int:
     return max(MIN_FORKS, min(by_cores, by_memory, MAX_FORKS, max(1, hosts)))
 
 
-def forks_environment(hosts: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+def forks_environment(hosts: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """ANSIBLE_FORKS for a run over ``hosts`` hosts, unless the user set it."""
     environ = os.environ if environ is None else environ
     if environ.get("ANSIBLE_FORKS"):

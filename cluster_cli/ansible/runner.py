@@ -185,9 +185,9 @@ def _record(result: PlaybookResult, event: dict[str, Any], current: dict[str, st
     """Keep what an event says: the play and wave it is in, the hosts reached, failures, the recap."""
     kind = event.get("event")
     if kind == "play":  # once per wave of a play with serial
-        current["play"] = str(event.get("name", ""))
-        if not result.plays or result.plays[-1] != current["play"]:
-            result.plays.append(current["play"])
+        play = current["play"] = str(event.get("name", ""))
+        if not result.plays or result.plays[-1] != play:
+            result.plays.append(play)
         wave.clear()
     elif kind == "stopped":
         result.stopped_in = current.get("play")

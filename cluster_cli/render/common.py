@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from json.encoder import c_make_encoder
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]  # CPython's C encoder, not in typeshed
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
@@ -86,7 +86,7 @@ def json_text_at(value: Any, depth: int) -> str:
     return "".join(parts)
 
 
-class JsonMembers(list):  # type: ignore[type-arg]
+class JsonMembers(list):
     """An object's members as JSON text already, each ``"name": value``: json_lines writes each
     as one line."""
 
@@ -113,7 +113,7 @@ def _line_parts(value: Any, flat_depth: int, newline: str, parts: list[str]) -> 
         return
     is_dict = value.__class__ is dict
     separator = ("{" if is_dict else "[") + inner
-    for key, item in value.items() if is_dict else enumerate(value):
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
         parts.append(f"{separator}{_quote(_json_key(key))}: " if is_dict else separator)
         _line_parts(item, flat_depth - 1, inner, parts)
         separator = "," + inner

@@ -76,9 +76,9 @@ def _unknown_key_message(key: str, file_name: str, target: str, documented: dict
 
 def _check_owned_items(settings: dict[str, object], problems: Problems) -> None:
     """Items of list-valued slurm.conf keys that an inventory field sets (``enable_configless``)."""
-    for key in settings:
+    for key, value in settings.items():
         owned = OWNED_SLURM_LIST_ITEMS.get(find_key(OWNED_SLURM_LIST_ITEMS, key) or "", {})
-        for item in list_items(settings[key]):
+        for item in list_items(value):
             name = find_key(owned, item_name(item))
             if name is not None:
                 problems.add(("slurm", "conf", key), f"{name} is set by the inventory: use {owned[name]}")

@@ -269,9 +269,9 @@ class SlurmConfDiff:
 
     def changed_node_causes(self, before: dict[str, dict], after: dict[str, dict]) -> list[Cause]:
         groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
-        for name in before:
-            if name in after and before[name] != after[name]:
-                groups.setdefault(self.changed_keys("NodeName", before[name], after[name]), []).append(name)
+        for name, old in before.items():
+            if name in after and old != after[name]:
+                groups.setdefault(self.changed_keys("NodeName", old, after[name]), []).append(name)
         rule = self.curated["nodes"]
         found = []
         for (keys, unknown), names in groups.items():

@@ -21,12 +21,12 @@ class UnknownSlurmVersion(ValueError):
     """A Slurm version this package has no rules for."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rules() -> dict[str, Any]:
     return json.loads((DATA_DIR / "rules.json").read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def series_data(name: str) -> dict[str, Any]:
     return json.loads((DATA_DIR / f"slurm-{name}.json").read_text(encoding="utf-8"))
 
@@ -36,7 +36,7 @@ def releases() -> list[str]:
     return list(rules()["releases"]["order"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def supported_series() -> tuple[str, ...]:
     """The series with a data file here, oldest first."""
     present = {path.stem.removeprefix("slurm-") for path in DATA_DIR.glob("slurm-*.json")}
@@ -91,7 +91,7 @@ def file_data(name: str, file_name: str) -> dict[str, Any]:
     return series_data(name)["files"].get(file_name, {})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def spellings(name: str, file_name: str) -> dict[str, str]:
     """lower-case key -> the key as the man page spells it, for every key of ``file_name``."""
     facts = file_data(name, file_name)

@@ -96,7 +96,8 @@ def parse_conf(text: str, record_keys: Iterable[str] = (), expand: Iterable[str]
     starts with them; ``expand``: those whose names are hostlists (NodeName, DownNodes)."""
     openers = {key.lower() for key in record_keys}
     hostlists = {key.lower() for key in expand}
-    conf, defaults = Conf(), {}
+    conf = Conf()
+    defaults: dict[str, dict[str, str]] = {}
     for line in logical_lines(text):
         if re.match(r"(?i)include\s", line):
             keyword, target = line.split(None, 1)

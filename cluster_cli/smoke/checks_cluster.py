@@ -442,7 +442,7 @@ def check_pty(ctx: CheckContext) -> CheckResult:
 BAD_EXIT = (
     'if [ "$SLURM_PROCID" = 1 ]; then sleep 1; echo "bad-exit-at $(date +%s.%N)"; exit 3; fi; exec sleep 600'
 )
-BAD_EXIT_MARK = re.compile(r"^bad-exit-at (\d+\.\d+)$", re.M)
+BAD_EXIT_MARK = re.compile(r"^bad-exit-at (\d+\.\d+)$", re.MULTILINE)
 
 
 def step_end_after_bad_exit(output: str, ended_at: float, seconds: float) -> float:

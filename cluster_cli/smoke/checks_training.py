@@ -209,7 +209,7 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
 
     if info.restarts < 1:  # never requeued: the judge says so, whatever the job's end
         return _finish(judged(), job, output)
-    resumed = bool(train) and train.get("status") == "completed" and train.get("restart_count", 0) >= 1
+    resumed = train is not None and train.get("status") == "completed" and train.get("restart_count", 0) >= 1
     return _on_evidence("preempt", info, output, resumed, "the resumed incarnation failed", judged)
 
 

@@ -31,6 +31,7 @@ from types import TracebackType
 
 from cluster_cli.smoke.errors import SmokeSetupError
 from cluster_cli.smoke.slurm import User
+from typing import Self
 
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -84,7 +85,7 @@ class UserDir:
             os.close(self.fd)
             self.fd = -1
 
-    def __enter__(self) -> UserDir:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

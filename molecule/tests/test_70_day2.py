@@ -126,7 +126,7 @@ def test_a_failed_machine_is_replaced_under_its_name_touching_no_other_host(
     code, planned = _plan(view, view.inventory_path)
     assert code == 3 and {change["host"] for change in planned["changes"]} == {node}, planned["changes"]
     controller = _slurmctld_pid(view)
-    output, seconds = _deploy(view, view.inventory_path)
+    _output, seconds = _deploy(view, view.inventory_path)
     assert _slurmctld_pid(view) == controller
     view.cli("nodes", "resume", inventory, node)
     view.wait_until(f"{node} is idle", lambda: view.node_state(node) == ("idle", "none"), timeout=120)

@@ -98,7 +98,7 @@ def test_a_symbolic_link_is_never_read(tmp_path: Path) -> None:
     (tmp_path / "etc").mkdir()
     (tmp_path / "secret").write_text("key\n")
     os.symlink(tmp_path / "secret", tmp_path / "etc" / "a.conf")
-    run, result = _converge(tmp_path, {"read": [str(tmp_path / "etc" / "a.conf")]})
+    run, _result = _converge(tmp_path, {"read": [str(tmp_path / "etc" / "a.conf")]})
     assert run.returncode != 0 and "not read" in run.text, run.explain()
     assert "key" not in run.text
 

@@ -70,5 +70,5 @@ def test_a_failed_unit_fails_the_wait_at_once(tmp_path: Path) -> None:
 def test_a_running_daemon_that_never_listens_fails_after_the_timeout(tmp_path: Path) -> None:
     pidfile = tmp_path / "alive.pid"
     pidfile.write_text(f"{os.getpid()}\n")
-    run, seconds = _wait(tmp_path, [_closed_port()], timeout=2, pidfiles=[str(pidfile)])
+    run, _seconds = _wait(tmp_path, [_closed_port()], timeout=2, pidfiles=[str(pidfile)])
     assert run.returncode != 0 and "still not listening after 2 s" in run.text, run.explain()

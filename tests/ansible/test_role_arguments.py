@@ -76,7 +76,7 @@ def run_check(tmp_path: Path, inventory: dict[str, Any] | Path, extra_vars: list
 
 def result_of(run: PlaybookRun) -> dict[str, Any]:
     """The task's result, as the minimal callback prints it (``localhost | FAILED! => {...}``)."""
-    head, found, body = run.stdout.partition("localhost | ")
+    _head, found, body = run.stdout.partition("localhost | ")
     assert found, run.explain()
     return json.loads(body.partition(" => ")[2])
 

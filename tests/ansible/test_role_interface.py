@@ -129,7 +129,7 @@ def test_no_backslash_inside_jinja_expressions() -> None:
     # ansible-core 2.19 keeps backslashes of Jinja string literals as they are, older versions
     # decode them as escapes: a regex or SQL escape written there means different things. Backslashes
     # come from YAML strings (variables) instead.
-    expression = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+    expression = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
     for role in BACKSLASH_RULES:
         for path in sorted((REPO / "roles" / role).rglob("*.yml")) + sorted((REPO / "roles" / role).rglob("*.j2")):
             for match in expression.finditer(path.read_text(encoding="utf-8")):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_runner import HOST, REPO, ansible_playbook, is_root, run_tasks
+from role_runner import REPO, ansible_playbook, is_root, run_tasks
 
 from cluster_cli.health_expectations import HostHealthTexts
 from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_DOCUMENT, HEALTH_PROGRAM_PATH

@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 import time
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from pathlib import Path
 
 import jsonschema

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import time
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO / "roles" / "nvml_emulator" / "files"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nvml_emu import PLUGIN_CACHE, build  # noqa: E402
+from nvml_emu import PLUGIN_CACHE, build
 
 SLURMD = "/usr/sbin/slurmd"
 DEBIAN_PLUGIN_DIR = "/usr/lib/x86_64-linux-gnu/slurm-wlm"

@@ -71,11 +71,11 @@ class DirContext(CheckContext):
 
 
 def group_target(**changes: Any) -> SmokeTarget:
-    values: dict[str, Any] = dict(
-        nodes=["h100-1", "h100-2"], work_dir=Path("/srv/w"), partition="gpu", scope="group", group="h100",
-        gpus_per_node=2, gpu_type="H100", gres_type="h100", fake_gpus=True, node_devices=H100_DEVICES,
-        gpu_device_glob="/dev/fake-gpu/nvidia[0-9]*", exclude_nodes=["l4-1"],
-    )
+    values: dict[str, Any] = {
+        "nodes": ["h100-1", "h100-2"], "work_dir": Path("/srv/w"), "partition": "gpu", "scope": "group",
+        "group": "h100", "gpus_per_node": 2, "gpu_type": "H100", "gres_type": "h100", "fake_gpus": True,
+        "node_devices": H100_DEVICES, "gpu_device_glob": "/dev/fake-gpu/nvidia[0-9]*", "exclude_nodes": ["l4-1"],
+    }
     values.update(changes)
     return SmokeTarget(**values)
 
@@ -302,7 +302,7 @@ def test_checkpoints_of_the_training_checks_are_the_scope_own():
 # -- the runner over several scopes ------------------------------------------------------------
 
 def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeypatch, tmp_path):
-    import cluster_cli.smoke.runner as runner
+    from cluster_cli.smoke import runner
     from cluster_cli.smoke.slurm import User
 
     class QuietSession:
@@ -325,7 +325,7 @@ def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeyp
     monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
     monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {"h100-1": "drained"})
     monkeypatch.setattr(runner, "_run_one", record)
-    common = dict(work_dir=tmp_path, partition="gpu", torch_installed=False)
+    common = {"work_dir": tmp_path, "partition": "gpu", "torch_installed": False}
     targets = [
         SmokeTarget(nodes=["h100-1", "h100-2", "h100-3", "l4-1"], scope="partition", **common),
         SmokeTarget(nodes=["h100-1", "h100-2", "h100-3"], scope="group", group="h100", sample=1,

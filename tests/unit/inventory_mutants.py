@@ -21,7 +21,7 @@ import json
 import random
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from unit_helpers import benchmark_module
 
-from cluster_cli import hostlist
 from cluster_cli.loader import load_cluster_text
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -31,8 +32,8 @@ def passing(node: str) -> dict[str, object]:
 class FakeHosts:
     """HostCommand's stand-in: each host answers with ``answers[host]`` (exit code, output)."""
 
-    sent: list[tuple[str, list[str]]] = []
-    answers: dict[str, tuple[int, str]] = {}
+    sent: ClassVar[list[tuple[str, list[str]]]] = []
+    answers: ClassVar[dict[str, tuple[int, str]]] = {}
 
     def __init__(self, cluster: object, workdir: Path):
         FakeHosts.sent = []

@@ -148,7 +148,7 @@ def test_a_node_the_document_does_not_know_is_named() -> None:
 
 def test_the_role_reads_the_document_health_conf_names() -> None:
     role_vars = yaml.safe_load((REPO / "roles" / "slurmd" / "vars" / "main.yml").read_text(encoding="utf-8"))
-    assert role_vars["__slurmd_health_document"] == "{{ slurmd_health_config_src ~ '/%s' }}" % HEALTH_DOCUMENT
+    assert role_vars["__slurmd_health_document"] == "{{ slurmd_health_config_src ~ '/" + HEALTH_DOCUMENT + "' }}"
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))

@@ -138,9 +138,9 @@ def test_libyaml_and_the_pure_python_parser_count_the_same_levels(levels: int) -
     # every collection is a level, a sequence at its key's indentation too (it has no block-start token)
     text = _indentless(levels)
     verdicts = []
-    for loader in (yaml.CSafeLoader, yaml.SafeLoader):
+    for yaml_loader in (yaml.CSafeLoader, yaml.SafeLoader):
         try:
-            _compose_checked(text, FILE, loader)
+            _compose_checked(text, FILE, yaml_loader)
             verdicts.append("read")
         except InventoryError as error:
             verdicts.append(str(error.problems[0]))

@@ -81,6 +81,6 @@ def test_a_partial_run_keeps_the_earlier_rows_of_the_mutations_it_left_out() -> 
         [MUTATION_CHECK.Result(second, False, {}, 1.0)], {}, earlier)
     rows = [line for line in rerun.splitlines() if MUTATION_CHECK.ROW.match(line)]
     assert len(rows) == len(first.tests) + len(second.tests)
-    assert [MUTATION_CHECK.ROW.match(row)["removes"] for row in rows][0] == first.removes
+    assert next(MUTATION_CHECK.ROW.match(row)["removes"] for row in rows) == first.removes
     assert all("deploy refused" in row for row in rows if second.removes in row)
     assert "Mutants caught: 2 of 2." in rerun

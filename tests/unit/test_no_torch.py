@@ -58,7 +58,7 @@ def test_training_checks_skip_with_the_reason_without_running_a_job(monkeypatch:
         def cancel_by_name_prefix(self, prefix: str) -> None:
             started.append(f"cancel {prefix}")
 
-    import cluster_cli.smoke.runner as runner
+    from cluster_cli.smoke import runner
     monkeypatch.setattr(runner, "SlurmSession", FakeSession)
     monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
     monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {})

@@ -27,7 +27,7 @@ def controller(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Records the commands sent to the controller; sinfo answers SINFO."""
     sent: list[list[str]] = []
 
-    def answer(cluster, argv, timeout_s=30):  # noqa: ANN001, ARG001
+    def answer(cluster, argv, timeout_s=30):
         sent.append(argv)
         return SINFO if argv[0] == "sinfo" else ""
 
@@ -55,7 +55,7 @@ def test_our_own_drain_resumes_without_force(controller: list[list[str]]) -> Non
 def test_the_health_checks_drain_resumes_without_force(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[list[str]] = []
 
-    def answer(cluster, argv, timeout_s=30):  # noqa: ANN001, ARG001
+    def answer(cluster, argv, timeout_s=30):
         sent.append(argv)
         return "node1|drained|root|2026-11-24T02:02:57|cluster-cli health: gpu /dev/nvidia0 missing\n"
 

@@ -29,7 +29,8 @@ program()
 def run_program(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(state))
     return subprocess.run(
-        [sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, env=env, cwd=state.parent
+        [sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, env=env, cwd=state.parent,
+        check=False,
     )
 
 

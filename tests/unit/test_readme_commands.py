@@ -20,7 +20,7 @@ def commands() -> list[str]:
     """Shell commands in the README: lines of ```bash blocks and `inline` spans that start with a
     program of this repository (make, .venv/bin, scripts/, benchmarks/, molecule/, VAR=... prefix)."""
     found = []
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", README, re.DOTALL):
         found += [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
     found += re.findall(r"`((?:[A-Z_]+=\S+ )?(?:make |\.venv/|scripts/|benchmarks/|molecule/)[^`]*)`", README)
     return sorted(command for command in set(found) if not program(command).endswith("/"))  # not a folder
@@ -37,7 +37,7 @@ def test_the_readme_names_its_commands() -> None:
 
 @pytest.mark.parametrize("command", [c for c in commands() if c.startswith("make ")])
 def test_every_make_command_is_a_makefile_target(command: str) -> None:
-    targets = re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.M)
+    targets = re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.MULTILINE)
     assert command.split()[1] in targets, f"README: '{command}' but the Makefile has no such target"
 
 

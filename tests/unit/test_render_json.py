@@ -31,7 +31,7 @@ VALUES = [
     None,
     Port.SLURMD,
     {"a": [1, 2.5, True, None, {}, [], "x"], "b": {"c": {"d": []}}},
-    {1: "int key", True: "bool key", None: "null key", 2.5: "float key", "s": ("a", "tuple")},
+    {2: "int key", True: "bool key", None: "null key", 2.5: "float key", "s": ("a", "tuple")},
     [[[]], [{}], [{"k": [{"deep": None}]}]],
     [{1: "one"}, {True: "true"}, {1.0: "float"}, {"1": "string"}],
     {"all": {"children": {"cluster": {"hosts": {"n1": {"ansible_port": 22, "slurmd_nodes": [

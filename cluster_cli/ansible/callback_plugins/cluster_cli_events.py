@@ -34,7 +34,7 @@ STDOUT_LINES = 10
 
 def _message(result):
     """msg and stderr of a failed task; only without them, the last lines of its stdout."""
-    data = result._result  # noqa: SLF001 - the documented way callbacks read results
+    data = result._result  # the documented way callbacks read results
     parts = [data[key].strip() for key in ("msg", "stderr") if isinstance(data.get(key), str) and data[key].strip()]
     # A retried task that gave up (until/retries) printed what it polled, not why it failed.
     if not parts and not data.get("attempts") and isinstance(data.get("stdout"), str) and data["stdout"].strip():
