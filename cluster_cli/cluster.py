@@ -21,6 +21,7 @@ from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
 from cluster_cli.resolve.partitions import PartitionNodes, resolve_partitions
 from cluster_cli.resolve.problems import Problems
+from cluster_cli.resolve.series_values import check_series_values
 from cluster_cli.resolve.slurm_build import check_build
 from cluster_cli.resolve.topology import check_topology
 from cluster_cli.source_map import SourceMap
@@ -103,6 +104,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     partitions = resolve_partitions(inventory.partitions, nodes, problems)
     check_topology(inventory.topology, nodes, problems)
     check_overrides(inventory, problems)
+    check_series_values(inventory, problems)
     check_build(inventory, hosts, problems)
     check_configless(inventory, hosts, problems)
     problems.raise_if_any()

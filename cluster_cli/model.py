@@ -83,6 +83,25 @@ def _check_config_text(value: str) -> str:
 
 ConfigText = Annotated[str, AfterValidator(_check_config_text)]
 
+# Slurm's time limits (sbatch(1) --time, slurm.conf(5) MaxTime): minutes, minutes:seconds,
+# hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds.
+SLURM_TIME_PATTERN = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}")
+SLURM_TIME_WORDS = frozenset({"INFINITE", "UNLIMITED"})
+SLURM_TIME_FORMATS = "MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, INFINITE or UNLIMITED"
+
+
+def is_slurm_time(value: str) -> bool:
+    return value.upper() in SLURM_TIME_WORDS or SLURM_TIME_PATTERN.fullmatch(value) is not None
+
+
+def _check_slurm_time(value: str) -> str:
+    if not is_slurm_time(value):
+        raise ValueError(f"{value!r} is not a Slurm time: {SLURM_TIME_FORMATS}")
+    return value
+
+
+SlurmTime = Annotated[ConfigText, AfterValidator(_check_slurm_time)]
+
 
 # Directories the deploy creates and chowns on the hosts (or teardown --purge deletes), and the
 # secrets directory it makes 0700 on the control node, may not be one of these: a chown or a
@@ -302,8 +321,14 @@ class Partition(StrictModel):
     name: Name = Field(description="PartitionName.")
     nodes: list[str] = Field(min_length=1, description="Group names and/or hostlists of nodes.")
     default: bool = Field(False, description="The default partition (exactly one).")
-    max_time: ConfigText = Field("INFINITE", description="MaxTime, e.g. `1-00:00:00` or INFINITE.")
-    default_time: ConfigText | None = Field(None, description="DefaultTime.")
+    max_time: SlurmTime = Field(
+        "INFINITE",
+        description=(
+            "MaxTime: minutes, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (e.g. `1-00:00:00`), "
+            "INFINITE or UNLIMITED."
+        ),
+    )
+    default_time: SlurmTime | None = Field(None, description="DefaultTime, in MaxTime's formats.")
     oversubscribe: Annotated[
         Literal["NO", "YES", "EXCLUSIVE", "FORCE"] | None,
         BeforeValidator(_yes_no_word),

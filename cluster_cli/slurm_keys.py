@@ -50,6 +50,8 @@ MANAGED_PARTITION_KEYS = {
     "QOS": "qos",
 }
 MANAGED_CGROUP_KEYS = {"CgroupPlugin": "cgroup.version"}
+# cgroup.conf's CgroupPlugin of each `cgroup.version`.
+CGROUP_PLUGINS = {"auto": "autodetect", "v1": "cgroup/v1", "v2": "cgroup/v2"}
 
 # Derived from the inventory (accounting on) but a site's override wins: another storage type,
 # other TRES to account (a license, ic/ofed), or what accounting enforces.

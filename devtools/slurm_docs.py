@@ -4,7 +4,9 @@ For each supported Slurm series this reads slurm.conf(5), gres.conf(5), cgroup.c
 topology.conf(5), slurmdbd.conf(5) and scontrol(1) as Debian ships them and writes every documented
 key of each file (exact spelling) with the restart the man page states for it, quoted. A key the
 man page says nothing about takes effect on ``scontrol reconfigure``, as each page's introduction
-says ("... unless otherwise noted"); that sentence is quoted too.
+says ("... unless otherwise noted"); that sentence is quoted too. Beside them, the plugins each
+series ships (``TYPE_NAME.so`` in slurm-wlm-basic-plugins and slurm-wlm-mysql-plugin, the plugin
+packages cluster-cli installs) of the types a configuration key loads (cluster_cli.slurm_facts.plugins).
 
     python devtools/slurm_docs.py                  # every series, then docs/slurm-rules.md
     python devtools/slurm_docs.py --series 22.05   # one series
@@ -24,11 +26,13 @@ import argparse
 import gzip
 import hashlib
 import html
+import io
 import json
 import lzma
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -52,7 +56,11 @@ MAN_PAGES = {
     "slurmdbd.conf": ("slurmdbd", "usr/share/man/man5/slurmdbd.conf.5.gz"),
     "scontrol": ("slurm-client", "usr/share/man/man1/scontrol.1.gz"),
 }
-PACKAGES = sorted({package for package, _ in MAN_PAGES.values()})
+# The packages of Slurm's plugin files that cluster-cli installs: slurm_common's slurm-wlm-basic-plugins
+# and the slurm-wlm-mysql-plugin slurmdbd depends on. Their files are listed, not unpacked.
+PLUGIN_PACKAGES = ("slurm-wlm-basic-plugins", "slurm-wlm-mysql-plugin")
+PLUGIN_DIR = "usr/lib/x86_64-linux-gnu/slurm-wlm"
+PACKAGES = sorted({package for package, _ in MAN_PAGES.values()} | set(PLUGIN_PACKAGES))
 SECTION_NUMBER = {"scontrol": "1"}
 # slurm.conf: the sections that document keys, and the key that opens each kind of line they describe.
 SLURM_CONF_KEY_SECTIONS = ("PARAMETERS",)
@@ -245,8 +253,30 @@ def reconfigure_paragraph(page: ManPage) -> str:
     raise SystemExit("scontrol(1) documents no reconfigure command")
 
 
-def series_facts(series: str, pages: dict[str, str], packages: dict[str, str]) -> dict[str, object]:
-    """The data file of ``series`` from the man pages' troff sources ({file: source})."""
+def plugin_names(paths: list[str]) -> dict[str, list[str]]:
+    """The plugins of each type the keys of cluster_cli.slurm_facts.plugins load, from the paths of the
+    plugin packages' files: ``.../slurm-wlm/topology_tree.so`` is topology/tree. Other files
+    (libslurmfull.so, openapi_*.so ...) are no value of a key."""
+    from cluster_cli.slurm_facts.plugins import PLUGIN_TYPES  # noqa: PLC0415 (run as a script: REPO on sys.path first)
+
+    by_longest = sorted(PLUGIN_TYPES, key=len, reverse=True)
+    names: dict[str, set[str]] = {}
+    for path in paths:
+        directory, _, file_name = path.lstrip("./").rpartition("/")
+        if directory != PLUGIN_DIR or not file_name.endswith(".so"):
+            continue
+        stem = file_name.removesuffix(".so")
+        plugin_type = next((one for one in by_longest if stem.startswith(one + "_")), None)
+        if plugin_type is not None:
+            names.setdefault(plugin_type, set()).add(stem[len(plugin_type) + 1:])
+    return {plugin_type: sorted(found) for plugin_type, found in sorted(names.items())}
+
+
+def series_facts(
+    series: str, pages: dict[str, str], packages: dict[str, str], plugins: dict[str, list[str]]
+) -> dict[str, object]:
+    """The data file of ``series`` from the man pages' troff sources ({file: source}) and the plugin
+    names of its packages."""
     files: dict[str, object] = {}
     for file_name in ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "slurmdbd.conf"):
         if file_name not in pages:
@@ -260,6 +290,7 @@ def series_facts(series: str, pages: dict[str, str], packages: dict[str, str]) -
         "packages": dict(sorted(packages.items())),
         "scontrol_reconfigure": reconfigure_paragraph(scontrol),
         "files": files,
+        "plugins": {"packages": list(PLUGIN_PACKAGES), "directory": "/" + PLUGIN_DIR, "types": plugins},
     }
 
 
@@ -272,11 +303,13 @@ DOC_HTML = "usr/share/doc/slurm-wlm/html"
 @dataclass
 class Sources:
     """One series' man pages (troff, by file name), HTML documentation (text, by page name; empty
-    when slurm-wlm-doc is not at hand) and the versions of the packages they came from."""
+    when slurm-wlm-doc is not at hand), the versions of the packages they came from and the
+    plugins of each type in PLUGIN_PACKAGES."""
 
     pages: dict[str, str]
     docs: dict[str, str]
     packages: dict[str, str]
+    plugins: dict[str, list[str]] = field(default_factory=dict)
 
 
 def html_text(raw: str) -> str:
@@ -285,12 +318,12 @@ def html_text(raw: str) -> str:
     return re.sub(r" ([.,;:!?)])", r"\1", text)
 
 
-def read_tree(root: Path, packages: dict[str, str]) -> Sources:
+def read_tree(root: Path, packages: dict[str, str], plugin_paths: list[str]) -> Sources:
     pages = {name: gzip.decompress((root / path).read_bytes()).decode("utf-8", errors="replace")
              for name, (_, path) in MAN_PAGES.items() if (root / path).is_file()}
     docs = {page.name: html_text(page.read_text(encoding="utf-8", errors="replace"))
             for page in sorted((root / DOC_HTML).glob("*.html"))}
-    return Sources(pages, docs, packages)
+    return Sources(pages, docs, packages, plugin_names(plugin_paths))
 
 
 def installed_version(package: str) -> str:
@@ -304,7 +337,8 @@ def installed_sources(series: str) -> Sources | None:
     packages = {package: installed_version(package) for package in PACKAGES}
     if not all(version.startswith(series + ".") for version in packages.values()):
         return None
-    return read_tree(Path("/"), packages)
+    listed = subprocess.run(["dpkg-query", "--listfiles", *PLUGIN_PACKAGES], capture_output=True, text=True, check=True)
+    return read_tree(Path("/"), packages, listed.stdout.splitlines())
 
 
 def fetch(url: str) -> bytes:
@@ -323,14 +357,21 @@ def downloaded_sources(suite: str, work: Path) -> Sources:
     """The suite's Slurm man pages and documentation, from its .deb files unpacked under ``work``."""
     wanted = [*PACKAGES, DOC_PACKAGE]
     stanzas = {stanza["Package"]: stanza for stanza in package_index(suite) if stanza.get("Package") in wanted}
+    plugin_paths: list[str] = []
     for package in wanted:
         stanza = stanzas[package]
         deb = fetch(f"{MIRROR}/{stanza['Filename']}")
         if hashlib.sha256(deb).hexdigest() != stanza["SHA256"]:
             raise SystemExit(f"{stanza['Filename']}: SHA256 differs from the {suite} Packages index")
         (work / f"{package}.deb").write_bytes(deb)
-        subprocess.run(["dpkg-deb", "-x", str(work / f"{package}.deb"), str(work / "root")], check=True)
-    return read_tree(work / "root", {package: stanzas[package]["Version"] for package in PACKAGES})
+        if package in PLUGIN_PACKAGES:
+            listed = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(work / f"{package}.deb")], capture_output=True,
+                                    check=True)
+            with tarfile.open(fileobj=io.BytesIO(listed.stdout)) as archive:
+                plugin_paths += archive.getnames()
+        else:
+            subprocess.run(["dpkg-deb", "-x", str(work / f"{package}.deb"), str(work / "root")], check=True)
+    return read_tree(work / "root", {package: stanzas[package]["Version"] for package in PACKAGES}, plugin_paths)
 
 
 def sources(series: str, download: bool) -> Sources:
@@ -393,7 +434,7 @@ def generate(series: str, download: bool, check: bool) -> list[str]:
     if not found.docs:
         print(f"{series}: slurm-wlm-doc is not installed: its quotes in rules.json are not checked (use --download)")
     problems = quote_problems(series, found, json.loads(RULES.read_text(encoding="utf-8")))
-    text = dump(series_facts(series, found.pages, found.packages))
+    text = dump(series_facts(series, found.pages, found.packages, found.plugins))
     if check:
         if not data_path(series).is_file() or data_path(series).read_text(encoding="utf-8") != text:
             problems.append(f"{data_path(series).relative_to(REPO)} differs from what the man pages say")

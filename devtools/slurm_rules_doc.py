@@ -20,7 +20,9 @@ the `slurm_conf_change` filter) and `cluster-cli plan` both ask it.
 
 - `cluster_cli/slurm_facts/data/slurm-<series>.json`: every key each configuration file's man page
   documents, and the restart the man page states for it, quoted. Derived from the series' own man
-  pages by `devtools/slurm_docs.py`.
+  pages by `devtools/slurm_docs.py`, with the plugins the series ships (`plugins`: each
+  `TYPE_NAME.so` of slurm-wlm-basic-plugins and slurm-wlm-mysql-plugin, the plugin packages
+  cluster-cli installs), which `validate` and `plan` check plugin values against.
 - `cluster_cli/slurm_facts/data/rules.json`: the facts that are not one key's note (nodes added or
   removed, listening ports, whole files, upgrades), read by a person and quoted with their source.
   `devtools/slurm_docs.py` checks every man-page quote there against that series' man page, and

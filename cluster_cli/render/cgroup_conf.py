@@ -6,6 +6,7 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.common import header, key_value_lines, merge
+from cluster_cli.slurm_keys import CGROUP_PLUGINS
 
 CGROUP_DEFAULTS: dict[str, Any] = {
     "ConstrainCores": True,
@@ -14,12 +15,9 @@ CGROUP_DEFAULTS: dict[str, Any] = {
     "ConstrainSwapSpace": True,
 }
 
-PLUGINS = {"auto": "autodetect", "v1": "cgroup/v1", "v2": "cgroup/v2"}
-
-
 def cgroup_settings(cluster: Cluster) -> dict[str, Any]:
     cgroup = cluster.inventory.cgroup
-    derived: dict[str, Any] = {"CgroupPlugin": PLUGINS[cgroup.version]}
+    derived: dict[str, Any] = {"CgroupPlugin": CGROUP_PLUGINS[cgroup.version]}
     return merge(CGROUP_DEFAULTS, derived, cgroup.overrides)
 
 

@@ -2,7 +2,8 @@
 
 The roles' deploy logic (filter_plugins/cluster_filters.py ``slurm_conf_change``) and
 ``cluster-cli plan`` both ask this package; neither keeps a copy of the rules. The facts are data:
-data/slurm-<series>.json, derived from each series' own man pages by devtools/slurm_docs.py, and
+data/slurm-<series>.json, derived from each series' own man pages (and the plugin files of its
+Debian packages, for ``plugin_problems``) by devtools/slurm_docs.py, and
 data/rules.json, the facts a person read from the man pages and SchedMD's guides, each quoted with
 its source. docs/slurm-rules.md shows them all.
 
@@ -19,6 +20,7 @@ from cluster_cli.slurm_facts.facts import (
     series,
     supported_series,
 )
+from cluster_cli.slurm_facts.plugins import plugin_problems
 from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "conf_change",
     "host_conf_change",
     "known_keys",
+    "plugin_problems",
     "rules_series",
     "series",
     "supported_series",
