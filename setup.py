@@ -4,6 +4,7 @@ The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, ac
 the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
 cluster_cli.paths.project_root() finds it there. An editable install keeps using the checkout.
+Test fixtures among them (TEST_ONLY) stay out of the wheel: only the checkout's tests use them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from setuptools.command.build_py import build_py
 
 SOURCE = Path(__file__).resolve().parent
 SHIPPED = ("ansible.cfg", "playbooks", "roles", "filter_plugins", "library", "action_plugins", "lookup_plugins", "training")
+# The NVML emulator stands in for the NVIDIA driver on test bed hosts (molecule's gpu scenario,
+# tests/nvml): a user's cluster never runs it, and a host it reached would schedule GPUs that do not exist.
+TEST_ONLY = ("roles/nvml_emulator",)
+_CLUTTER = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def _left_out(directory: str, names: list[str]) -> set[str]:
+    inside = Path(directory).relative_to(SOURCE)
+    return set(_CLUTTER(directory, names)) | {name for name in names if (inside / name).as_posix() in TEST_ONLY}
 
 
 class BuildPyWithProject(build_py):
@@ -25,8 +35,7 @@ class BuildPyWithProject(build_py):
         for name in SHIPPED:
             source = SOURCE / name
             if source.is_dir():
-                shutil.copytree(source, share / name, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                shutil.copytree(source, share / name, dirs_exist_ok=True, ignore=_left_out)
             elif source.is_file():
                 share.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, share / name)

@@ -391,23 +391,17 @@ class SlurmPaths(StrictModel):
 
 
 class SlurmBuild(StrictModel):
-    """Build Slurm from source (for GPU autodetection: Debian's packages have no NVML plugin)."""
+    """Slurm's NVML plugin built from the distribution's source package of the version the cluster
+    runs (for GPU autodetection: Debian's packages have no NVML plugin)."""
 
-    source: Literal["debian", "tarball"] = Field(
-        "debian", description="`debian`: the distribution's source package (same version as the packages)."
-    )
-    tarball_url: str | None = Field(None, description="`tarball`: URL of an official Slurm release tarball.")
-    tarball_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
-        None, description="`tarball`: its SHA-256, checked before building."
-    )
     nvml: bool = Field(True, description="Build the gpu/nvml plugin (needs the NVML headers, non-free).")
     host: Name | None = Field(
         None,
         description=(
             "Host that builds the NVML plugin (`nvml_plugin: build`): an inventory host, or `localhost` for "
             "the control node (Debian of the cluster's release and architecture, reached as root or with "
-            "sudo); default the primary controller. It needs Debian's source and non-free archives and "
-            "~1.5 GB of build dependencies; the result is cached there and in BUILD_DIR/slurm-build."
+            "sudo); default the primary controller. It needs Debian's source and non-free archives and the "
+            "build tools (build-essential, dpkg-dev); the result is cached there and in BUILD_DIR/slurm-build."
         ),
     )
 
@@ -415,12 +409,9 @@ class SlurmBuild(StrictModel):
 class Slurm(StrictModel):
     """Slurm itself."""
 
-    install: Literal["package", "build"] = Field(
-        "package", description="`package`: distribution packages; `build`: from source, see `build`."
-    )
     build: SlurmBuild = Field(
         default_factory=SlurmBuild,
-        description="How the NVML plugin (and Slurm with `install: build`) is built.",
+        description="How the NVML plugin is built (`nvml_plugin: build`).",
     )
     nvml_plugin: Literal["build", "apt"] = Field(
         "build",

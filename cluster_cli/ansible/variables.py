@@ -60,12 +60,9 @@ def nvml_plugin_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     build = slurm.build
     return {
         "slurm_build_from": slurm.nvml_plugin,
-        "slurm_build_source": build.source,
         "slurm_build_nvml": build.nvml,
         # the Debian version the cluster runs; empty: the build host's slurmd candidate
         "slurm_build_version": slurm.version or "",
-        "slurm_build_tarball_url": build.tarball_url or "",
-        "slurm_build_tarball_sha256": build.tarball_sha256 or "",
         "slurm_build_build_host": build.host or cluster.inventory.controllers.primary,
         "slurm_build_fetch_dir": str(build_dir / SLURM_BUILD_DIR),
     }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.playbook.task import Task
 from roles_table import ROLES as DEPLOY_ROLES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,19 +76,84 @@ def test_private_variables_and_templates(role: str) -> None:
         assert template.read_text(encoding="utf-8").startswith("{{ ansible_managed | comment }}\n"), template.name
 
 
+def task_items(tasks: list[dict] | None):
+    """Each task, and each task inside a block's block, rescue and always, at any depth."""
+    for task in tasks or []:
+        yield task
+        for part in ("block", "rescue", "always"):
+            yield from task_items(task.get(part))
+
+
 def tasks_of(role: str):
     for path in sorted((REPO / "roles" / role).glob("*/*.yml")):
         if path.parent.name in ("tasks", "handlers"):
-            for task in load(path) or []:
-                for item in [task, *task.get("block", []), *task.get("rescue", []), *task.get("always", [])]:
-                    yield path, item
+            for task in task_items(load(path)):
+                yield path, task
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_only_builtin_modules(role: str) -> None:
-    for path, task in tasks_of(role):
-        modules = [key for key in task if "." in key]
-        assert all(key.startswith("ansible.builtin.") for key in modules), f"{path.name}: {modules}"
+def playbook_tasks():
+    """The tasks of playbooks/: a playbook's plays (pre_tasks, tasks, post_tasks, handlers), or a
+    file of tasks its plays include."""
+    for path in sorted((REPO / "playbooks").rglob("*.yml")):
+        document = load(path) or []
+        plays = [entry for entry in document if "hosts" in entry] or [{"tasks": document}]
+        for play in plays:
+            for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                for task in task_items(play.get(section)):
+                    yield path, task
+
+
+# What is not one of these keys of a task is the module (or action) it runs.
+TASK_KEYWORDS = set(Task.fattributes) | {"listen", "block", "rescue", "always"}
+# The project's own modules and actions (ansible.cfg: library, action_plugins), called by short name.
+PROJECT_MODULES = {path.stem for folder in ("library", "action_plugins") for path in (REPO / folder).glob("*.py")}
+PLUGIN_FOLDERS = ("library", "action_plugins", "lookup_plugins", "filter_plugins")
+LOOKUP = re.compile(r"\b(?:lookup|query|q)\(\s*['\"]([\w.]+)['\"]")
+
+
+def module_of(path: Path, task: dict) -> str | None:
+    modules = [key for key in task if key not in TASK_KEYWORDS and not key.startswith("with_")]
+    assert len(modules) <= 1, f"{path.relative_to(REPO)}: {task.get('name')}: {modules}"
+    return modules[0] if modules else None
+
+
+def used_modules() -> set[str]:
+    """The modules and actions the tasks of every role and playbook run."""
+    tasks = [*(item for role in ROLES for item in tasks_of(role)), *playbook_tasks()]
+    return {module_of(path, task) for path, task in tasks} - {None}
+
+
+def used_lookups() -> set[str]:
+    """The lookup plugins the roles and playbooks call (lookup, query, q)."""
+    texts = [path.read_text() for folder in ("roles", "playbooks") for path in sorted((REPO / folder).rglob("*.yml"))]
+    return {name for text in texts for name in LOOKUP.findall(text)}
+
+
+def test_modules_are_ansible_builtin_or_the_projects_own() -> None:
+    used = used_modules()
+    assert {"ansible.builtin.command", "cluster_files", "cluster_packages"} <= used, "the walk found the tasks"
+    others = sorted(name for name in used if not name.startswith("ansible.builtin.") and name not in PROJECT_MODULES)
+    assert not others, f"modules neither ansible.builtin nor in library/ or action_plugins/: {others}"
+
+
+def test_lookups_are_ansible_builtin_or_the_projects_own() -> None:
+    own = {path.stem for path in (REPO / "lookup_plugins").glob("*.py")}
+    used = used_lookups()
+    assert {"role_template", "ansible.builtin.file"} <= used, "the search found the lookups"
+    others = sorted(name for name in used if not name.startswith("ansible.builtin.") and name not in own)
+    assert not others, f"lookups neither ansible.builtin nor in lookup_plugins/: {others}"
+
+
+def test_roles_md_names_the_project_plugins_the_tree_holds_and_the_roles_use() -> None:
+    """docs/roles.md's requirements say which modules and plugins the roles need beside ansible.builtin."""
+    text = (REPO / "docs" / "roles.md").read_text(encoding="utf-8")
+    requirements = text.split("- Control node:", 1)[1].split("\n- ", 1)[0]
+    named = set(re.findall(rf"`((?:{'|'.join(PLUGIN_FOLDERS)})/\w+\.py)`", requirements))
+    held = {str(path.relative_to(REPO)) for folder in PLUGIN_FOLDERS for path in (REPO / folder).glob("*.py")}
+    assert named == held, f"only in docs/roles.md: {sorted(named - held)}; only in the tree: {sorted(held - named)}"
+    called = used_modules() | used_lookups()
+    unused = [path for path in sorted(held) if not path.startswith("filter_plugins/") and Path(path).stem not in called]
+    assert not unused, f"documented and shipped, but no task uses them: {unused}"
 
 
 def test_every_task_touching_the_database_password_is_no_log() -> None:

@@ -1,17 +1,14 @@
 """roles/slurm_build for real on this machine: Slurm built from source with the NVML plugin.
 
-The default Debian mode (plugin: only gpu_nvml.so compiled, packed with dpkg-deb) runs always,
-about a minute; it builds and publishes the package but installs nothing (slurm_build_install
-false). The full Debian package build and the tarball build are slow (17 min on a quiet 2-core
-machine): they run only with CLUSTER_CLI_SLOW_TESTS=1.
-Needs root, apt and the Debian mirror. The full build installs the plugin package beside Debian's
-Slurm packages; the plugin package, the role's build tools and the apt source files are put back
-as they were afterwards.
+The build (only gpu_nvml.so compiled, packed with dpkg-deb) runs always, about a minute; it builds
+and publishes the package but installs nothing (slurm_build_install false). The build that also
+installs the package beside Debian's Slurm packages here and loads it in slurmd runs only with
+CLUSTER_CLI_SLOW_TESTS=1. Needs root, apt and the Debian mirror; the plugin package, the role's
+build tools and the apt source files are put back as they were afterwards.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -234,12 +231,12 @@ def test_debian_plugin_mode_packs_gpu_nvml_so_without_building_slurm(
     assert "build skipped" in again.text
     assert again.recap("buildhost")["changed"] == 0
 
-    # build-info.json records the mode: the other mode would build again (check mode: nothing runs).
+    # build-info.json records the version suffix: another one would build again (check mode: nothing runs).
     check = run_play(
         tmp_path / "check",
         {"name": "role slurm_build", "roles": [{"role": "slurm_build"}]},
         {"buildhost": {}},
-        variables | {"slurm_build_debian_mode": "full"},
+        variables | {"slurm_build_version_suffix": "+nvml2"},
         options=("--check",),
     )
     assert check.returncode == 0, check.explain()
@@ -249,7 +246,7 @@ def test_debian_plugin_mode_packs_gpu_nvml_so_without_building_slurm(
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    not SLOW, reason="dpkg-buildpackage of all Slurm (10-37 min here); set CLUSTER_CLI_SLOW_TESTS=1"
+    not SLOW, reason="installs the plugin package on this machine; set CLUSTER_CLI_SLOW_TESTS=1"
 )
 def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     tmp_path: Path, build_host: None, apt_readable_dir: Path
@@ -259,7 +256,6 @@ def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     fetch, pending = tmp_path / "fetch", tmp_path / "pending"
     variables = {
         "slurm_build_version": debian_version,
-        "slurm_build_debian_mode": "full",
         "slurm_build_work_dir": str(work),
         "slurm_build_repo_dir": str(repo),
         "slurm_build_fetch_dir": str(fetch),
@@ -311,53 +307,6 @@ def test_debian_build_installs_the_nvml_plugin_beside_debians_slurm(
     assert again.returncode == 0, again.explain()
     assert "build skipped" in again.text
     assert again.recap("buildhost")["changed"] == 0 and again.recap("node2")["changed"] == 0
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not SLOW, reason="configure and make of all Slurm (9 min here); set CLUSTER_CLI_SLOW_TESTS=1"
-)
-def test_tarball_build_checks_the_checksum_and_installs_into_the_prefix(
-    tmp_path: Path, build_host: None
-) -> None:
-    """The official tarball is out of reach here: Debian's upstream tarball of the same release stands in."""
-    source = tmp_path / "source"
-    source.mkdir()
-    subprocess.run(
-        ["apt-get", "-o", "APT::Sandbox::User=root", "source", "--download-only", "slurm-wlm"],
-        cwd=source,
-        check=True,
-        capture_output=True,
-    )
-    original = next(source.glob("slurm-wlm_*.orig.tar.*"))
-    version = original.name.split("_")[1].split(".orig")[0]
-    tarball = tmp_path / f"slurm-{version}.tar{original.name.split('.tar')[1]}"
-    shutil.copy(original, tarball)
-    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
-    prefix = tmp_path / "prefix"
-    variables = {
-        "slurm_build_source": "tarball",
-        "slurm_build_tarball_url": f"file://{tarball}",
-        "slurm_build_tarball_sha256": digest,
-        "slurm_build_prefix": str(prefix),
-        "slurm_build_work_dir": str(tmp_path / "work"),
-        "slurm_build_repo_dir": str(tmp_path / "repo"),
-        "slurm_common_pending_dir": str(tmp_path / "pending"),
-    }
-    wrong = run_role(
-        tmp_path / "wrong", "slurm_build", extra_vars=variables | {"slurm_build_tarball_sha256": "0" * 64}
-    )
-    assert wrong.returncode != 0, wrong.explain()
-    assert "checksum" in wrong.text.lower()
-    assert not (tmp_path / "work" / "tarball-src" / "configure").exists()
-
-    run = run_role(tmp_path / "first", "slurm_build", extra_vars=variables, timeout=4 * 3600)
-    assert run.returncode == 0, run.explain()
-    assert (prefix / "lib" / "slurm" / "gpu_nvml.so").is_file()
-    assert (prefix / "sbin" / "slurmd").is_file()
-    again = run_role(tmp_path / "again", "slurm_build", extra_vars=variables)
-    assert again.returncode == 0, again.explain()
-    assert "build skipped" in again.text and again.recap("gpuhost")["changed"] == 0
 
 
 def _stand_in_plugin_repo(work: Path, basic_version: str, with_plugin: bool) -> Path:

@@ -82,6 +82,15 @@ def test_the_installed_cli_renders_and_its_playbook_passes_ansibles_syntax_check
          str(share / "playbooks" / "site.yml")], cwd=installed, env=env)
 
 
+def test_the_wheel_leaves_the_test_only_nvml_emulator_out(installed: Path) -> None:
+    assert (REPO / "roles" / "nvml_emulator" / "tasks" / "main.yml").is_file(), "the checkout has the role"
+    wheel = next((installed / "dist").glob("cluster_cli-*.whl"))
+    shipped = [name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("cluster_cli/share/roles/")]
+    assert any(name.startswith("cluster_cli/share/roles/slurmd/") for name in shipped)
+    assert not [name for name in shipped if name.startswith("cluster_cli/share/roles/nvml_emulator/")]
+    assert not (installed / "site" / "cluster_cli" / "share" / "roles" / "nvml_emulator").exists()
+
+
 def test_the_installed_package_carries_the_slurm_rules_data(installed: Path) -> None:
     done = outside(
         installed,

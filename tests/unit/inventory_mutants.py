@@ -573,7 +573,6 @@ class _Generator:
             (("node_groups", 0, "features"), ["ib hdr"]),
             (("training", "packages"), ["torch"]),
             (("training", "packages"), ["numpy>=2"]),
-            (("slurm", "build", "tarball_sha256"), "ABC123"),
         ]
         for path, value in cases:
             yield self.set_value("config_injection", path, value)
@@ -639,9 +638,6 @@ class _Generator:
         ensure_mapping(document, ("cgroup", "overrides"))
         document["cgroup"]["overrides"]["CgroupPlugin"] = "cgroup/v1"
         yield self.structural("cross_field", "CgroupPlugin override", document, ("cgroup", "overrides", "CgroupPlugin"))
-        document = self.copy()
-        document["slurm"] = {**(document.get("slurm") or {}), "install": "build", "build": {"source": "tarball"}}
-        yield self.structural("cross_field", "tarball without url and checksum", document, ("slurm", "build"))
         document = self.copy()
         document["partitions"] = [{**document["partitions"][0], "nodes": [self.groups()[0]["name"]]}]
         if len(self.groups()) > 1:

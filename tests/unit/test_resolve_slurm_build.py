@@ -1,15 +1,23 @@
-"""resolve/slurm_build.py: Slurm built from a release tarball."""
+"""resolve/slurm_build.py: where and how Slurm's NVML plugin is built."""
 
 from __future__ import annotations
 
 from unit_helpers import BASE, edit, problem, problems
 
 
-def test_tarball_build_needs_url_and_checksum():
-    text = BASE + "slurm:\n  install: build\n  build:\n    source: tarball\n"
+def test_the_removed_build_settings_are_refused_by_line():
+    """slurm.install and slurm.build's source and tarball fields did nothing (a tarball build was
+    refused wherever the build ran): an inventory that still sets them is told where."""
+    text = BASE + (
+        "slurm:\n  install: build\n  build:\n    source: tarball\n"
+        "    tarball_url: https://example.org/slurm-22.05.8.tar.bz2\n    tarball_sha256: " + "0" * 64 + "\n"
+    )
+    slurm_fields = "build, conf, configless, gid, nvml_plugin, paths, slurmd_port, uid, user, version"
     assert problems(text) == [
-        problem(text, "  build:", "slurm.build.tarball_sha256", "source: tarball needs tarball_sha256"),
-        problem(text, "  build:", "slurm.build.tarball_url", "source: tarball needs tarball_url"),
+        problem(text, "  install: build", "slurm.install", f"unknown field; known fields: {slurm_fields}"),
+        problem(text, "    source: tarball", "slurm.build.source", "unknown field; known fields: host, nvml"),
+        problem(text, "    tarball_url:", "slurm.build.tarball_url", "unknown field; known fields: host, nvml"),
+        problem(text, "    tarball_sha256:", "slurm.build.tarball_sha256", "unknown field; known fields: host, nvml"),
     ]
 
 
@@ -20,15 +28,9 @@ def test_an_nvml_group_with_the_default_build_is_valid():
     assert problems(NVML) == []
 
 
-def test_the_nvml_plugin_is_built_from_debian_source_with_nvml():
-    text = NVML + "slurm:\n  build:\n    source: tarball\n    nvml: false\n"
+def test_the_nvml_plugin_is_built_with_nvml():
+    text = NVML + "slurm:\n  build:\n    nvml: false\n"
     assert problems(text) == [
-        problem(
-            text,
-            "    source: tarball",
-            "slurm.build.source",
-            "autodetect: nvml builds the plugin from Debian's source (source: debian); a tarball build is not wired into deploy",
-        ),
         problem(text, "    nvml: false", "slurm.build.nvml", "autodetect: nvml needs the NVML plugin (nvml: true)"),
     ]
 

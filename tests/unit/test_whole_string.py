@@ -56,7 +56,6 @@ PATTERN_SAMPLES = {
     r"^[a-z][a-z0-9_-]{0,39}$": "test",
     r"^[A-Za-z0-9._~+/-]+$": "bookworm",
     r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$": "main",
-    r"^[0-9a-f]{64}$": "0" * 64,
     r"^[0-9][0-9A-Za-z.+]*$": "2.3.1+cpu",
     r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$": "numpy==1.26.4",
 }
@@ -98,7 +97,6 @@ ROLE_PATTERN_SAMPLES = {
     "__slurmd_name_regex": "node1",
     "__slurmdbd_identifier_regex": "slurm_acct_db",
     "__training_env_torch_version_regex": "2.3.1",
-    "__slurm_build_sha256_regex": "0" * 64,
     "__slurm_build_suffix_regex": "+cc1",
     "__nccl_memlock_regex": "unlimited",
     "__slurmdbd_name_regex": "research",
