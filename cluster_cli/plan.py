@@ -15,11 +15,12 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord
-from cluster_cli.errors import ExitCode
+from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
 from cluster_cli.ownership import ExpectedSecrets, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.probe import HostProbe, probe_cluster
+from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
 
 # Lines whose value is a secret are masked in every diff a plan prints.
@@ -160,7 +161,18 @@ def plan_cluster(
     host should hold."""
     files = files_by_host(cluster, rendered, munge_key)
     probes = probe_cluster(cluster, files, owner_requests(cluster, secrets))
+    check_series(cluster, _slurm_version(probes))
     return make_plan(cluster, files, rendered, probes, record, rotating), files
+
+
+def check_series(cluster: Cluster, version: str | None) -> None:
+    """An inventory that pins no ``slurm.version`` is checked against the series the hosts run:
+    a plugin that series does not ship is an invalid inventory (exit 2, file:line), as ``validate``
+    finds it where the version is pinned (resolve/series_values)."""
+    if cluster.inventory.slurm.version is None and version:
+        problems = series_problems(cluster.inventory, cluster.source_file, version)
+        if problems:
+            raise InventoryError(problems)
 
 
 def _slurm_version(probes: dict[str, HostProbe]) -> str | None:

@@ -257,7 +257,7 @@ def plugin_names(paths: list[str]) -> dict[str, list[str]]:
     """The plugins of each type the keys of cluster_cli.slurm_facts.plugins load, from the paths of the
     plugin packages' files: ``.../slurm-wlm/topology_tree.so`` is topology/tree. Other files
     (libslurmfull.so, openapi_*.so ...) are no value of a key."""
-    from cluster_cli.slurm_facts.plugins import PLUGIN_TYPES  # noqa: PLC0415 (run as a script: REPO on sys.path first)
+    from cluster_cli.slurm_facts.plugins import PLUGIN_TYPES  # run as a script: REPO on sys.path first
 
     by_longest = sorted(PLUGIN_TYPES, key=len, reverse=True)
     names: dict[str, set[str]] = {}

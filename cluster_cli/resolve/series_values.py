@@ -123,9 +123,9 @@ def _plugin_problems(inventory: Inventory, version: str) -> Iterator[tuple[Locat
             yield location, f"{key}={value}: {message}"
     conf_files = _free_form_slurm_settings(inventory)[:2]
     for (location, settings), file_name in zip(conf_files, ("slurm.conf", "cgroup.conf"), strict=True):
-        for key, value in settings.items():
+        for key, setting in settings.items():
             if find_key(MANAGED_KEYS, key) is None:  # those are refused as overrides already
-                for message in plugin_problems(version, file_name, key, value):
+                for message in plugin_problems(version, file_name, key, setting):
                     yield location + (key,), message
 
 

@@ -37,21 +37,21 @@ def _owner(**changes: object) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def local():  # noqa: ANN201
+def local():
     return load_cluster(LOCAL)
 
 
-def test_a_host_of_this_cluster_with_its_secrets_is_no_conflict(local) -> None:  # noqa: ANN001
+def test_a_host_of_this_cluster_with_its_secrets_is_no_conflict(local) -> None:
     assert ownership.host_conflict(local, "localhost", _owner(), rotating=False) is None
 
 
-def test_a_fresh_host_is_no_conflict_even_with_a_leftover_slurm_conf(local) -> None:  # noqa: ANN001
+def test_a_fresh_host_is_no_conflict_even_with_a_leftover_slurm_conf(local) -> None:
     fresh = {"cluster_name": "other", "answering_cluster_name": None, "daemons": [],
              "munge_key": "unmarked", "slurmdbd_password": "unmarked"}
     assert ownership.host_conflict(local, "localhost", fresh, rotating=False) is None
 
 
-def test_a_claimed_host_whose_slurm_conf_names_another_cluster_is_refused_naming_both(local) -> None:  # noqa: ANN001
+def test_a_claimed_host_whose_slurm_conf_names_another_cluster_is_refused_naming_both(local) -> None:
     reason = ownership.host_conflict(local, "localhost", _owner(cluster_name="hetero", answering_cluster_name=None),
                                      rotating=True)
     assert reason is not None
@@ -59,20 +59,20 @@ def test_a_claimed_host_whose_slurm_conf_names_another_cluster_is_refused_naming
     assert "slurmctld runs there" in reason and "Nothing was changed" in reason
 
 
-def test_a_slurm_conf_of_another_cluster_with_only_our_marked_key_is_still_claimed(local) -> None:  # noqa: ANN001
+def test_a_slurm_conf_of_another_cluster_with_only_our_marked_key_is_still_claimed(local) -> None:
     stopped = _owner(cluster_name="hetero", answering_cluster_name=None, daemons=[], munge_key="other")
     reason = ownership.host_conflict(local, "c1", stopped, rotating=True)
     assert reason is not None and "cluster-cli installed its munge key" in reason
 
 
-def test_the_answering_slurmctld_of_another_cluster_is_refused(local) -> None:  # noqa: ANN001
+def test_the_answering_slurmctld_of_another_cluster_is_refused(local) -> None:
     reason = ownership.host_conflict(local, "localhost", _owner(answering_cluster_name="hetero"), rotating=False)
     assert reason is not None and "answers for cluster 'hetero', not 'local'" in reason
 
 
 @pytest.mark.parametrize(("field", "name"), [("munge_key", "munge key"), ("slurmdbd_password", "database password")])
 def test_secrets_cluster_cli_installed_that_are_not_ours_are_refused_unless_rotating(
-    local, field: str, name: str,  # noqa: ANN001
+    local, field: str, name: str,
 ) -> None:
     owner = _owner(**{field: "other"})
     reason = ownership.host_conflict(local, "localhost", owner, rotating=False)
@@ -159,7 +159,7 @@ def test_the_agent_finds_the_slurm_daemons_running_here(tmp_path: Path) -> None:
         child.wait()
 
 
-def _foreign_probes(cluster, requests):  # noqa: ANN001, ANN202
+def _foreign_probes(cluster, requests):
     return {name: HostProbe(name, owner=_owner(cluster_name="hetero", answering_cluster_name="hetero"))
             for name in requests}
 

@@ -6,9 +6,14 @@ from pathlib import Path
 
 import pytest
 from test_resolve_topology import BLOCK
-from unit_helpers import BASE, FILE, SHIPPED_INVENTORIES, edit, problem, problems
+from unit_helpers import BASE, FILE, REPO, SHIPPED_INVENTORIES, edit, problem, problems
 
+from cluster_cli.errors import InventoryError
 from cluster_cli.loader import load_cluster
+from cluster_cli.deployed import DeployedRecord
+from cluster_cli.ownership import ExpectedSecrets
+from cluster_cli.plan import plan_cluster
+from cluster_cli.probe import HostProbe
 
 from cluster_cli.render.cgroup_conf import cgroup_settings
 from cluster_cli.render.slurm_conf import global_settings
@@ -154,3 +159,26 @@ def test_free_form_keys_in_slurm_formats():
                 "'7days': PriorityDecayHalfLife takes a Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM,"
                 " D-HH:MM:SS, INFINITE or UNLIMITED"),
     ]
+
+
+def test_plan_refuses_a_plugin_the_hosts_series_lacks_where_no_version_is_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`plan` of an inventory without slurm.version, once the probe finds Debian 12's 22.05 on the
+    hosts: topology/block is refused at its line (exit 2), accepted where the hosts run 24.11."""
+    path = tmp_path / "inventory.yaml"
+    text = (REPO / "inventories" / "local" / "inventory.yaml").read_text()
+    path.write_text(text + "topology:\n  plugin: block\n  blocks:\n    - name: b1\n      nodes: node[1-3]\n")
+    cluster = load_cluster(path)
+
+    def plan_with_hosts_at(version: str) -> None:
+        answer = {"localhost": HostProbe("localhost", packages={"slurm-client": version})}
+        monkeypatch.setattr("cluster_cli.plan.probe_cluster", lambda *args: answer)
+        plan_cluster(cluster, {}, b"k" * 1024, DeployedRecord(), ExpectedSecrets())
+
+    with pytest.raises(InventoryError) as refused:
+        plan_with_hosts_at("22.05.8-4+deb12u3")
+    assert refused.value.exit_code == 2
+    line = len(text.splitlines()) + 2
+    assert f"{path}:{line}: topology.plugin:" in str(refused.value) and "topology/block" in str(refused.value)
+    plan_with_hosts_at("24.11.5-4+deb13u1")
