@@ -87,11 +87,11 @@ def stranded_nodes(
         if len(parts) != 4 or not parts[3] or parts[3] == "(null)":
             continue
         job_state, ended = parts[1].strip(), _epoch(parts[2].strip())
-        for node in expand(parts[3].strip()):
+        for name in expand(parts[3].strip()):
             if job_state not in TERMINAL_STATES:
-                active.add(node)
+                active.add(name)
             elif ended is not None:
-                last_end[node] = max(ended, last_end.get(node, ended))
+                last_end[name] = max(ended, last_end.get(name, ended))
     found = []
     for node in nodes:
         if not node.allocated or node.name in active:
