@@ -80,39 +80,44 @@ def _claims(owner: dict[str, Any]) -> list[str]:
     return found
 
 
-def host_conflict(cluster: Cluster, host: str, owner: dict[str, Any], rotating: bool) -> str | None:
-    """Why ``host`` is not this cluster's to change, or None."""
+def host_conflicts(cluster: Cluster, owner: dict[str, Any], rotating: bool) -> list[str]:
+    """Why a host is not this cluster's to change: sentences whose ``{hosts}`` names the hosts
+    found so (hosts with the same finding share one sentence); none for a host of this cluster."""
     ours = cluster.name.lower()
     answering, named = owner.get("answering_cluster_name"), owner.get("cluster_name")
     conf = f"{cluster.inventory.slurm.paths.conf_dir}/slurm.conf"
     claims = _claims(owner)
     if answering and answering != ours:
-        return (f"{host}: the slurmctld running there answers for cluster '{answering}', not '{cluster.name}'. "
-                f"Nothing was changed. {FOREIGN_ADVICE}")
+        return [f"{{hosts}}: the slurmctld running there answers for cluster '{answering}', not '{cluster.name}'. "
+                f"Nothing was changed. {FOREIGN_ADVICE}"]
     if named and named != ours and claims:
-        return (f"{host}: holds cluster '{named}' (its {conf} says ClusterName={named}; {', '.join(claims)}), "
-                f"not '{cluster.name}'. Nothing was changed. {FOREIGN_ADVICE}")
-    mismatched = [] if rotating else [name for name, verdict in (
-        ("munge key", owner.get("munge_key")), ("database password", owner.get("slurmdbd_password")),
-    ) if verdict == "other"]
-    if mismatched:
-        verb = "are" if len(mismatched) > 1 else "is"
-        return (f"{host}: the {' and '.join(mismatched)} cluster-cli installed there {verb} not this control node's "
-                f"(checksums compared; nothing is shown): another machine, user or HOME deployed it. Nothing was "
-                f"changed. {SECRETS_ADVICE}")
-    return None
+        return [f"{{hosts}}: holds cluster '{named}' (its {conf} says ClusterName={named}; {', '.join(claims)}), "
+                f"not '{cluster.name}'. Nothing was changed. {FOREIGN_ADVICE}"]
+    secrets = (("munge key", owner.get("munge_key")), ("database password", owner.get("slurmdbd_password")))
+    return [] if rotating else [
+        f"The {name} on {{hosts}} is not the one in this control node's secrets directory (cluster-cli installed "
+        f"it there; checksums compared, nothing is shown): another machine, user or HOME deployed it. Nothing was "
+        f"changed. {SECRETS_ADVICE}" for name, verdict in secrets if verdict == "other"]
 
 
-def conflicts(cluster: Cluster, probes: dict[str, HostProbe], rotating: bool = False) -> dict[str, str]:
-    """Each probed host that is not this cluster's, and why (hosts that could not be probed are
-    the caller's to report)."""
+def conflicts(cluster: Cluster, probes: dict[str, HostProbe], rotating: bool = False) -> dict[str, list[str]]:
+    """Each probed host that is not this cluster's, and the findings (host_conflicts); hosts that
+    could not be probed are the caller's to report."""
     found = {}
     for name, probe in sorted(probes.items()):
-        if probe.owner is not None:
-            reason = host_conflict(cluster, name, probe.owner, rotating)
-            if reason:
-                found[name] = reason
+        findings = host_conflicts(cluster, probe.owner, rotating) if probe.owner is not None else []
+        if findings:
+            found[name] = findings
     return found
+
+
+def conflict_lines(found: dict[str, list[str]]) -> list[str]:
+    """One line per finding, naming every host found so."""
+    hosts: dict[str, list[str]] = {}
+    for host, findings in found.items():
+        for finding in findings:
+            hosts.setdefault(finding, []).append(host)
+    return [finding.replace("{hosts}", ", ".join(names)) for finding, names in hosts.items()]
 
 
 def proven_ours(cluster: Cluster, probe: HostProbe) -> bool:
@@ -132,7 +137,7 @@ def refuse_foreign(cluster: Cluster, probes: dict[str, HostProbe]) -> None:
     """ForeignCluster naming each probed host that is not this cluster's."""
     found = conflicts(cluster, probes)
     if found:
-        raise ForeignCluster("; ".join(found.values()))
+        raise ForeignCluster(" ".join(conflict_lines(found)))
 
 
 def require_owned(cluster: Cluster, secrets_dir: Path, hosts: list[str] | None = None) -> None:

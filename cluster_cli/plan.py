@@ -18,7 +18,7 @@ from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
-from cluster_cli.ownership import ExpectedSecrets, conflicts as ownership_conflicts, owner_requests, proven_ours
+from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.probe import HostProbe, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
@@ -118,7 +118,7 @@ def make_plan(
     plan = Plan(cluster.name, version)
     plan.unreachable = {name: probe.error for name, probe in probes.items() if probe.error}
     foreign = ownership_conflicts(cluster, probes, rotating)
-    plan.conflicts = list(foreign.values())
+    plan.conflicts = conflict_lines(foreign)
     held = probes.get(cluster.inventory.controllers.primary)
     if held is not None and held.controller:
         plan.conflicts += _state_conflicts(cluster, held.controller)

@@ -41,19 +41,25 @@ def local():
     return load_cluster(LOCAL)
 
 
+def _finding(cluster, owner: dict[str, object], rotating: bool = False) -> str | None:
+    """The one line a host with ``owner`` gets (None: no conflict)."""
+    lines = ownership.conflict_lines({"localhost": ownership.host_conflicts(cluster, owner, rotating)})
+    assert len(lines) <= 1, lines
+    return lines[0] if lines else None
+
+
 def test_a_host_of_this_cluster_with_its_secrets_is_no_conflict(local) -> None:
-    assert ownership.host_conflict(local, "localhost", _owner(), rotating=False) is None
+    assert _finding(local, _owner()) is None
 
 
 def test_a_fresh_host_is_no_conflict_even_with_a_leftover_slurm_conf(local) -> None:
     fresh = {"cluster_name": "other", "answering_cluster_name": None, "daemons": [],
              "munge_key": "unmarked", "slurmdbd_password": "unmarked"}
-    assert ownership.host_conflict(local, "localhost", fresh, rotating=False) is None
+    assert _finding(local, fresh) is None
 
 
 def test_a_claimed_host_whose_slurm_conf_names_another_cluster_is_refused_naming_both(local) -> None:
-    reason = ownership.host_conflict(local, "localhost", _owner(cluster_name="hetero", answering_cluster_name=None),
-                                     rotating=True)
+    reason = _finding(local, _owner(cluster_name="hetero", answering_cluster_name=None), rotating=True)
     assert reason is not None
     assert "localhost: holds cluster 'hetero'" in reason and "not 'local'" in reason
     assert "slurmctld runs there" in reason and "Nothing was changed" in reason
@@ -61,12 +67,12 @@ def test_a_claimed_host_whose_slurm_conf_names_another_cluster_is_refused_naming
 
 def test_a_slurm_conf_of_another_cluster_with_only_our_marked_key_is_still_claimed(local) -> None:
     stopped = _owner(cluster_name="hetero", answering_cluster_name=None, daemons=[], munge_key="other")
-    reason = ownership.host_conflict(local, "c1", stopped, rotating=True)
+    reason = _finding(local, stopped, rotating=True)
     assert reason is not None and "cluster-cli installed its munge key" in reason
 
 
 def test_the_answering_slurmctld_of_another_cluster_is_refused(local) -> None:
-    reason = ownership.host_conflict(local, "localhost", _owner(answering_cluster_name="hetero"), rotating=False)
+    reason = _finding(local, _owner(answering_cluster_name="hetero"))
     assert reason is not None and "answers for cluster 'hetero', not 'local'" in reason
 
 
@@ -75,10 +81,18 @@ def test_secrets_cluster_cli_installed_that_are_not_ours_are_refused_unless_rota
     local, field: str, name: str,
 ) -> None:
     owner = _owner(**{field: "other"})
-    reason = ownership.host_conflict(local, "localhost", owner, rotating=False)
-    assert reason is not None and f"the {name} cluster-cli installed there is not this control node's" in reason
+    reason = _finding(local, owner)
+    assert reason is not None and reason.startswith(f"The {name} on localhost is not the one in this control node's")
     assert "--rotate-secrets" in reason
-    assert ownership.host_conflict(local, "localhost", owner, rotating=True) is None
+    assert _finding(local, owner, rotating=True) is None
+
+
+def test_hosts_with_the_same_finding_share_one_line_each_secret_its_own(local) -> None:
+    found = {"c1": ownership.host_conflicts(local, _owner(munge_key="other"), False),
+             "ctl": ownership.host_conflicts(local, _owner(munge_key="other", slurmdbd_password="other"), False),
+             "login": ownership.host_conflicts(local, _owner(), False)}
+    lines = ownership.conflict_lines({host: findings for host, findings in found.items() if findings})
+    assert [line[:40] for line in lines] == ["The munge key on c1, ctl is not the one ", "The database password on ctl is not the "]
 
 
 def test_the_plan_lists_a_foreign_host_as_a_conflict_and_none_of_its_differences_as_changes(tmp_path: Path) -> None:
