@@ -20,6 +20,7 @@ import cluster_cli
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.smoke import CHECKS, CheckResult, ProgressCallback, SmokeEvent, SmokeReport, SmokeTarget
+from cluster_cli.ssh import ssh_argv
 
 PACKAGE_DIR = Path(cluster_cli.__file__).resolve().parent
 # Enough for every check's own timeout plus the copy; a hung SSH session does not hang us.
@@ -38,21 +39,6 @@ def submit_host(cluster: Cluster, name: str | None = None) -> ManagedHost:
         return cluster.hosts[name]
     logins = cluster.inventory.login
     return cluster.hosts[logins[0] if logins else cluster.inventory.controllers.primary]
-
-
-def ssh_argv(host: ManagedHost, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
-    """ssh with the inventory's settings for ``host`` (and ``-o`` ``options`` before them);
-    ``command`` is quoted for the remote shell, and run as root: through ``sudo -n`` (passwordless
-    sudo, never a prompt) when the SSH user is not root, as Ansible's tasks are (ansible_become)."""
-    if host.ssh.user != "root":
-        command = ["sudo", "-n", "--", *command]
-    argv = ["ssh", *(part for option in options for part in ("-o", option)), "-o", "BatchMode=yes",
-            "-p", str(host.ssh.port), "-l", host.ssh.user]
-    if host.ssh.private_key:
-        argv += ["-i", str(Path(host.ssh.private_key).expanduser())]
-    if host.ssh.common_args:
-        argv += shlex.split(host.ssh.common_args)
-    return [*argv, host.address, "--", shlex.join(command)]
 
 
 def _add_tree(archive: tarfile.TarFile, source: Path, name: str) -> None:

@@ -1,4 +1,4 @@
-"""The remote smoke run: what is copied to the submit host, how ssh is called, the JSON protocol."""
+"""The remote smoke run: what is copied to the submit host, how ssh is called (cluster_cli.ssh), the JSON protocol."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from cluster_cli.errors import ClusterCliError
 from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.smoke import CheckResult, SmokeReport, SmokeTarget, Verdict
 from cluster_cli.smoke.agent import target_from_dict
-from cluster_cli.smoke_control.remote import bundle, ssh_argv, submit_host
+from cluster_cli.smoke_control.remote import bundle, submit_host
+from cluster_cli.ssh import ssh_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
