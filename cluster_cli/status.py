@@ -12,7 +12,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.host_command import HostCommand
 from cluster_cli.probe import HostProbe, probe_daemons
 from cluster_cli.resolve.clashes import daemon_ports
-from cluster_cli.smoke.node_states import is_usable
+from cluster_cli.node_states import is_usable
 
 
 @dataclass

@@ -436,7 +436,7 @@ def ldconfig_lib_path(text: str, library: str) -> str:
 def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_user: str = "slurm") -> list[str]:
     """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
     --format=%N|%T|%u|%E`` lines: not listed, in a state that is not usable (the rule of
-    cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
+    cluster_cli.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
     set (node_states.held_by_operator) is theirs to lift: such a node counts as ready; the node
     health check's drain (set as root too, reason ``cluster-cli health: ...``) is a failure. A node
     listed once per partition: the last line wins (they agree).
@@ -445,7 +445,7 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     """
     # the control node runs cluster-cli's Ansible
     from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
-    from cluster_cli.smoke.node_states import held_by_operator, is_usable
+    from cluster_cli.node_states import held_by_operator, is_usable
 
     rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
     ready = set()
@@ -467,7 +467,7 @@ def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[s
 
         until: __slurmd_before.stdout | slurmd_not_reregistered(__slurmd_after.stdout, __slurmd_batch) == []
     """
-    from cluster_cli.smoke.node_states import is_responding  # the control node runs cluster-cli's Ansible
+    from cluster_cli.node_states import is_responding  # the control node runs cluster-cli's Ansible
 
     old, new = _slurmd_starts(before), _slurmd_starts(after)
     waiting = []

@@ -16,7 +16,7 @@ from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
 from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, json_text
 from cluster_cli.smoke.errors import CheckTimeout, NodesUnusable, SmokeSetupError
-from cluster_cli.smoke.node_states import unusable_nodes
+from cluster_cli.node_states import unusable_nodes
 from cluster_cli.smoke.slurm import SlurmSession, User
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.text import tail

@@ -1,7 +1,8 @@
 """Run the smoke suite on the cluster's submit host over SSH, when that host is not this one.
 
-The suite (``cluster_cli.smoke``, standard library only) and ``training/`` are copied as a
-tarball into a private temporary directory on the submit host, run there with the host's
+The suite (``cluster_cli.smoke``, standard library only, with the modules of CARRIED_MODULES it
+imports) and ``training/`` are copied as a tarball into a private temporary directory on the
+submit host, run there with the host's
 Python as ``python3 -m cluster_cli.smoke.agent``, and removed afterwards; progress and the
 report come back as JSON lines (see ``cluster_cli.smoke.agent``).
 """
@@ -23,6 +24,9 @@ from cluster_cli.smoke import CHECKS, CheckResult, ProgressCallback, SmokeEvent,
 from cluster_cli.ssh import ssh_argv
 
 PACKAGE_DIR = Path(cluster_cli.__file__).resolve().parent
+# The modules of cluster_cli outside the smoke package that the copy carries: what the package imports
+# (standard library only, as the package itself).
+CARRIED_MODULES = ("__init__.py", "node_states.py")
 # Enough for every check's own timeout plus the copy; a hung SSH session does not hang us.
 SETUP_SLACK_S = 300.0
 
@@ -52,7 +56,8 @@ def bundle(target: SmokeTarget | Sequence[SmokeTarget]) -> bytes:
     targets = [target] if isinstance(target, SmokeTarget) else list(target)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        archive.add(PACKAGE_DIR / "__init__.py", arcname="cluster_cli/__init__.py")
+        for module in CARRIED_MODULES:
+            archive.add(PACKAGE_DIR / module, arcname=f"cluster_cli/{module}")
         _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")
         _add_tree(archive, targets[0].training_dir, "training")
         summaries = [each.summary() for each in targets]

@@ -92,6 +92,7 @@ def test_bundle_runs_on_a_bare_python_with_the_standard_library_only(tmp_path: P
         names = archive.getnames()
         archive.extractall(tmp_path / "bundle", filter="data")
     assert "cluster_cli/smoke/agent.py" in names and "target.json" in names
+    assert "cluster_cli/node_states.py" in names  # the smoke package imports it
     assert "training/trainlib.py" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     # -I: no site-packages, no user paths: pydantic, click, rich are not reachable
