@@ -155,15 +155,15 @@ def render(inventory: Path, output: Path | None) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, slurmdbd.conf and the Ansible inventory."""
     skip_plugin_lookup()
     with _no_cycle_collection():
-        from cluster_cli.build import build_bundle, secrets_dir_for
+        from cluster_cli.build import write_build, secrets_dir_for
         from cluster_cli.loader import load_cluster
         from cluster_cli.paths import default_build_dir
         cluster = load_cluster(inventory)
         target = output or default_build_dir(cluster.name)
-        bundle = build_bundle(cluster, target, secrets_dir_for(cluster, inventory))
+        build = write_build(cluster, target, secrets_dir_for(cluster, inventory))
     click.echo("\n".join(  # one write, not one a file
-        f"wrote {bundle.directory / item.path}{' (0600, holds a secret)' if item.secret else ''}"
-        for item in bundle.files
+        f"wrote {build.directory / item.path}{' (0600, holds a secret)' if item.secret else ''}"
+        for item in build.files
     ))
     _allow_quick_exit()
 
@@ -241,7 +241,7 @@ def _run_playbook(
 def _print_header(console: Console, title: str, prepared: deploy_steps.Prepared) -> None:
     cluster = prepared.cluster
     console.print(f"{title} cluster '{cluster.name}' ({len(cluster.hosts)} hosts, {len(cluster.nodes)} nodes)")
-    console.print(f"rendered configuration: {prepared.bundle.directory}")
+    console.print(f"rendered configuration: {prepared.build.directory}")
 
 
 def _run_prepared(
@@ -407,7 +407,7 @@ def deploy(
         _run_prepared(console, prepared, "site.yml", "Deploy", options, verbose, extra_vars, closing=closing)
     except (ClusterCliError, KeyboardInterrupt):
         if rotate:
-            console.print(rotation.unfinished_note(prepared.bundle.rotated), markup=False, soft_wrap=True)
+            console.print(rotation.unfinished_note(prepared.build.rotated), markup=False, soft_wrap=True)
         raise
 
 
@@ -457,7 +457,7 @@ def _rotate(
     each host should then hold."""
     from cluster_cli import deploy as deploy_steps, rotation
     rotated = deploy_steps.prepare(prepared.cluster, inventory, build_dir, rotation.new_stamp())
-    console.print(rotation.kept_line(rotated.bundle.rotated), markup=False, soft_wrap=True)
+    console.print(rotation.kept_line(rotated.build.rotated), markup=False, soft_wrap=True)
     return rotated, deploy_steps.expected_files(rotated)
 
 
@@ -531,7 +531,7 @@ def upgrade(
     prepared = deploy_steps.prepare(cluster, inventory, build_dir)
     _print_header(console, "Upgrade", prepared)
     probes = probe_cluster(cluster, {}, owner_requests(cluster, expected_secrets(
-        prepared.bundle.secrets.munge_key_path.read_bytes(), prepared.bundle.secrets.db_password())))
+        prepared.build.secrets.munge_key_path.read_bytes(), prepared.build.secrets.db_password())))
     refuse_foreign(cluster, probes)
     upgrade_steps.check_preflight(probes, target)
     todo = upgrade_steps.hosts_to_upgrade(probes, target)

@@ -20,7 +20,7 @@ from cluster_cli.ansible.runner import (
     run_playbook,
 )
 from cluster_cli import nodes, rollout
-from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
+from cluster_cli.build import BuildDir, write_build, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
@@ -39,7 +39,7 @@ LOG_TAIL_HOSTS = 10
 @dataclass(frozen=True)
 class Prepared:
     cluster: Cluster
-    bundle: Bundle
+    build: BuildDir
 
     @cached_property
     def record(self) -> DeployedRecord:
@@ -48,11 +48,11 @@ class Prepared:
 
     @property
     def inventory_file(self) -> Path:
-        return self.bundle.directory / "ansible" / "inventory.yml"
+        return self.build.directory / "ansible" / "inventory.yml"
 
     @property
     def retired_inventory_file(self) -> Path:
-        return self.bundle.directory / "ansible" / "retired.yml"
+        return self.build.directory / "ansible" / "retired.yml"
 
     @property
     def inventory_files(self) -> list[Path]:
@@ -62,7 +62,7 @@ class Prepared:
 
     @property
     def var_files(self) -> list[Path]:
-        ansible_dir = self.bundle.directory / "ansible"
+        ansible_dir = self.build.directory / "ansible"
         return [ansible_dir / "cluster_vars.yml", ansible_dir / "secret_vars.yml"]
 
 
@@ -73,11 +73,11 @@ def prepare(
     render every file; touches no host."""
     directory = build_dir or default_build_dir(cluster.name)
     secrets_dir = secrets_dir_for(cluster, inventory_path)
-    return Prepared(cluster, build_bundle(cluster, directory, secrets_dir, rotate_stamp))
+    return Prepared(cluster, write_build(cluster, directory, secrets_dir, rotate_stamp))
 
 
 def write_extra_vars(prepared: Prepared, variables: dict[str, Any]) -> list[Path]:
-    path = prepared.bundle.directory / "ansible" / "run_vars.yml"
+    path = prepared.build.directory / "ansible" / "run_vars.yml"
     path.write_text(yaml.safe_dump(variables, sort_keys=True), encoding="utf-8")
     return [path]
 
@@ -144,8 +144,8 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
 def _rendered_and_munge_key(prepared: Prepared) -> tuple[dict[str, str], bytes]:
     """The build's files by path (each host's health text too, host_health_path), and the munge key
     the hosts should hold."""
-    rendered = with_host_health_texts({item.path: item.content for item in prepared.bundle.files}, prepared.cluster)
-    return rendered, prepared.bundle.secrets.munge_key_path.read_bytes()
+    rendered = with_host_health_texts({item.path: item.content for item in prepared.build.files}, prepared.cluster)
+    return rendered, prepared.build.secrets.munge_key_path.read_bytes()
 
 
 def expected_files(prepared: Prepared) -> dict[str, list[HostFile]]:
@@ -158,7 +158,7 @@ def current_plan(prepared: Prepared, rotating: bool = False) -> tuple[Plan, dict
     whether every host is this cluster's (``rotating``: the secrets being replaced are not held
     against a host)."""
     rendered, munge_key = _rendered_and_munge_key(prepared)
-    secrets = expected_secrets(munge_key, prepared.bundle.secrets.db_password())
+    secrets = expected_secrets(munge_key, prepared.build.secrets.db_password())
     return plan_cluster(prepared.cluster, rendered, munge_key, prepared.record, secrets, rotating)
 
 

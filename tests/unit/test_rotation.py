@@ -103,7 +103,7 @@ def test_rotation_keeps_the_old_secrets_0600_and_takes_new_ones_to_every_host(ru
     # the rotation's role variables, and the compute play's default threshold without --batch
     assert run["vars"] == {"munge_rotate_key": True, "slurmdbd_rotate_password": True, "deploy_max_fail_percentage": 100}
     assert run["options"].limit is None, "the rotation must reach every host, not the plan's changed ones"
-    build = run["prepared"].bundle.directory
+    build = run["prepared"].build.directory
     assert new_password.decode().strip() in (build / "ansible" / "secret_vars.yml").read_text()
     assert all(str(path) in result.output for path in backups), "the user is not told where the old secrets are"
     assert "secrets rotate: every host (1) gets a new munge key" in result.output
