@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def _smoke_exit_code(error: Exception) -> ExitCode | None:
     """The smoke package is stdlib-only (it runs on submit hosts), so its errors are not
     ClusterCliErrors; their exit codes are set here (none before the package was imported)."""
-    errors = sys.modules.get("cluster_cli.smoke.errors")
+    errors = sys.modules.get("cluster_cli.smoke.suite_errors")
     if errors is None:
         return None
     codes: dict[type[Exception], ExitCode] = {
@@ -677,7 +677,7 @@ def smoke(
     from cluster_cli.smoke import CHECKS, format_table, run_smoke, write_json, write_junit
     from cluster_cli.smoke.registry import select as select_checks
     from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
-    from cluster_cli.smoke_control.target import smoke_plan
+    from cluster_cli.smoke_control.inventory_targets import smoke_plan
     from rich.console import Console
     if list_checks:
         for check in CHECKS:
@@ -726,7 +726,7 @@ def nodes() -> None:
 def nodes_list(inventory: Path, as_json: bool) -> None:
     """Each node's state, drain reason, who set it and when (as slurmctld reports them)."""
     import json
-    from cluster_cli import nodes as node_steps
+    from cluster_cli import node_lifecycle as node_steps
     from cluster_cli.loader import load_cluster
     from dataclasses import asdict
     found = node_steps.list_nodes(load_cluster(inventory))
@@ -744,7 +744,7 @@ def nodes_list(inventory: Path, as_json: bool) -> None:
 @click.option("--reason", required=True, help="Why (stored as 'cluster-cli: REASON').")
 def nodes_drain(inventory: Path, names: str, reason: str) -> None:
     """Drain NAMES (a hostlist, e.g. gpu[001-004]): running jobs finish, no new ones start."""
-    from cluster_cli import nodes as node_steps
+    from cluster_cli import node_lifecycle as node_steps
     from cluster_cli.loader import load_cluster
     from cluster_cli.probe import controller_hosts
     cluster = load_cluster(inventory)
@@ -760,7 +760,7 @@ def nodes_drain(inventory: Path, names: str, reason: str) -> None:
 @click.option("--force", is_flag=True, help="Also lift drains that cluster-cli did not set.")
 def nodes_resume(inventory: Path, names: str, force: bool) -> None:
     """Resume NAMES; a drain someone else set is refused without --force (exit 2)."""
-    from cluster_cli import nodes as node_steps
+    from cluster_cli import node_lifecycle as node_steps
     from cluster_cli.loader import load_cluster
     from cluster_cli.probe import controller_hosts
     cluster = load_cluster(inventory)

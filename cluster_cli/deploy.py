@@ -19,7 +19,7 @@ from cluster_cli.ansible.runner import (
     run_ad_hoc,
     run_playbook,
 )
-from cluster_cli import nodes, rollout
+from cluster_cli import node_lifecycle, rollout
 from cluster_cli.build import BuildDir, write_build, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
@@ -261,15 +261,15 @@ def retire_nodes(cluster: Cluster, names: list[str], wait_s: float | None, reque
     Their jobs are requeued with ``requeue_jobs``, waited for up to ``wait_s`` seconds with a
     wait, and otherwise the deploy stops (JobsStillRunning) with the nodes drained, so that it
     can be run again once the jobs end. Returns the job ids requeued."""
-    nodes.drain(cluster, names, "removed from the inventory")
-    busy = {node: jobs for node, jobs in nodes.running_jobs(cluster, names).items() if jobs}
+    node_lifecycle.drain(cluster, names, "removed from the inventory")
+    busy = {node: jobs for node, jobs in node_lifecycle.running_jobs(cluster, names).items() if jobs}
     requeued: list[str] = []
     if busy and requeue_jobs:
         requeued = sorted({job for jobs in busy.values() for job in jobs})
-        nodes.requeue(cluster, requeued)
-        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=120)
+        node_lifecycle.requeue(cluster, requeued)
+        busy = node_lifecycle.wait_for_no_jobs(cluster, names, timeout_s=120)
     elif busy and wait_s is not None:
-        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=wait_s)
+        busy = node_lifecycle.wait_for_no_jobs(cluster, names, timeout_s=wait_s)
     if busy:
         held = "; ".join(f"{node}: job {', '.join(jobs)}" for node, jobs in sorted(busy.items()))
         raise JobsStillRunning(

@@ -3,8 +3,8 @@
 The suite (``cluster_cli.smoke``, standard library only, with the modules of CARRIED_MODULES it
 imports) and ``training/`` are copied as a tarball into a private temporary directory on the
 submit host, run there with the host's
-Python as ``python3 -m cluster_cli.smoke.agent``, and removed afterwards; progress and the
-report come back as JSON lines (see ``cluster_cli.smoke.agent``).
+Python as ``python3 -m cluster_cli.smoke.on_submit_host``, and removed afterwards; progress and the
+report come back as JSON lines (see ``cluster_cli.smoke.on_submit_host``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run_remote_smoke(
         raise RemoteSmokeError(f"{host.name}: mktemp printed {workdir!r}")
     try:
         _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
-        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.agent",
+        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.on_submit_host",
                    f"{workdir}/target.json", *(only or [])]
         targets = [target] if isinstance(target, SmokeTarget) else list(target)
         checks = len(only) if only else len(CHECKS)

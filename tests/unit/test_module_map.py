@@ -43,7 +43,7 @@ def row_of(name: str, rows: dict[str, set[str] | None]) -> str | None:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """The cluster_cli modules ``path`` imports, as map names (``render``, ``smoke.runner``)."""
+    """The cluster_cli modules ``path`` imports, as map names (``render``, ``smoke.suite``)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cluster_cli"):
@@ -97,3 +97,13 @@ def test_every_row_of_the_map_names_a_module_that_exists() -> None:
         base = row.removesuffix("/*")
         exists = (PACKAGE / f"{base}.py").is_file() or (PACKAGE / base / "__init__.py").is_file()
         assert exists, f"docs/architecture.md's module map names cluster_cli/{row}, which does not exist"
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A name means one thing: `errors` is not also the smoke package's, `nodes` not also resolve's."""
+    by_name: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.stem not in ("__init__", "__main__"):
+            by_name.setdefault(path.stem, []).append(module_name(path))
+    repeated = {name: places for name, places in by_name.items() if len(places) > 1}
+    assert not repeated, f"module names used more than once: {repeated}"
