@@ -1,13 +1,18 @@
-"""deploy / teardown: render into the build directory, plan, retire removed nodes, run the playbook."""
+"""deploy / teardown: render into the build directory, plan, retire removed nodes, run the playbook.
+
+``deploy_cluster`` is the deploy's flow, in order: the plan and its gate, a lost record recovered,
+removed nodes retired, the secrets rotated, the hosts and waves of the rollout, the playbook run
+and the record of what was deployed; a ``DeployView`` (commands/deploy_verbs: the terminal) shows it.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -19,7 +24,7 @@ from cluster_cli.ansible.runner import (
     run_ad_hoc,
     run_playbook,
 )
-from cluster_cli import node_lifecycle, rollout
+from cluster_cli import node_lifecycle, rollout, rotation
 from cluster_cli.build import BuildDir, write_build, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
@@ -27,7 +32,7 @@ from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.ownership import expected_secrets
 from cluster_cli.paths import cluster_state_dir, default_build_dir
-from cluster_cli.plan import Plan, plan_cluster
+from cluster_cli.plan import Impact, Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 from cluster_cli.render.health_conf import with_host_health_texts
 
@@ -277,3 +282,121 @@ def retire_nodes(cluster: Cluster, names: list[str], wait_s: float | None, reque
             f"run deploy again when they end, or with --wait SECONDS, or with --force to requeue them."
         )
     return requeued
+
+
+def plan_exit_code(found: Plan, rotating: bool) -> int:
+    """The plan's exit code; a rotation of the secrets is a change pending (3) of its own."""
+    return ExitCode.CHANGES if rotating and found.exit_code == ExitCode.OK else found.exit_code
+
+
+def rotate_secrets(
+    prepared: Prepared, inventory_path: Path, build_dir: Path | None,
+) -> tuple[Prepared, dict[str, list[HostFile]]]:
+    """New secrets (the old kept beside them), the build rendered again with them, and the files
+    each host should then hold."""
+    rotated = prepare(prepared.cluster, inventory_path, build_dir, rotation.new_stamp())
+    return rotated, expected_files(rotated)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What `cluster-cli deploy` was asked to do (its options)."""
+
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: str | None = None
+    verbose: int = 0
+    full: bool = False
+    wait_s: float | None = None
+    force: bool = False
+    batch: int | None = None
+    max_fail: int | None = None
+    rotate_secrets: bool = False
+
+
+class DeployView(Protocol):
+    """How a deploy shows its steps and runs its playbook (commands/deploy_verbs: on the terminal)."""
+
+    def print(self, text: str, *, markup: bool = True, soft_wrap: bool = False) -> None: ...
+
+    def header(self, prepared: Prepared) -> None: ...
+
+    def plan(self, found: Plan, diff: bool, rotating: Cluster | None, dry_run: bool) -> None: ...
+
+    def refused_plan(self, found: Plan) -> None: ...
+
+    def rollout(self, rollout_vars: dict[str, int]) -> None: ...
+
+    def run_site(
+        self, prepared: Prepared, options: PlaybookOptions, verbose: int, extra_vars: dict[str, object],
+        closing: Callable[[PlaybookResult], None],
+    ) -> PlaybookResult: ...
+
+
+def deploy_cluster(
+    cluster: Cluster, inventory_path: Path, build_dir: Path | None, request: DeployRequest, view: DeployView,
+) -> int | None:
+    """Validate, render, plan, and apply what the plan says (all of site.yml with ``full``); the
+    plan's exit code when only the plan was asked for (``check`` without ``full``), else None."""
+    prepared = prepare(cluster, inventory_path, build_dir)
+    view.header(prepared)
+    rotating = cluster if request.rotate_secrets else None
+    found, files = current_plan(prepared, rotating=request.rotate_secrets)
+    if request.check and not request.full:
+        view.plan(found, request.diff, rotating, dry_run=True)
+        return plan_exit_code(found, request.rotate_secrets)
+    if found.conflicts or found.unreachable:
+        view.refused_plan(found)
+        raise ClusterCliError("nothing was changed: " + "; ".join(found.conflicts + list(found.unreachable)))
+    recovered = [] if request.check else recover_record(prepared, files, found)
+    if recovered:
+        view.print(f"the deploy record did not know {', '.join(recovered)}; they hold this cluster's files and "
+                   "secrets: recorded from what they hold", markup=False, soft_wrap=True)
+    if not found.changes and not request.full and not request.rotate_secrets:
+        view.print("0 changes: every host matches the inventory; no playbook run (--full runs it anyway)")
+        return None
+    rotate = request.rotate_secrets and not request.check
+    view.plan(found, request.diff, rotating, dry_run=not rotate)
+    removed = [change.subject for change in found.by_impact(Impact.NODE_REMOVE)]
+    if removed and not request.check:
+        requeued = retire_nodes(cluster, removed, request.wait_s, request.force)
+        view.print(f"drained {', '.join(removed)}" + (f"; requeued jobs {', '.join(requeued)}" if requeued else ""))
+    if rotate:
+        prepared, files = rotate_secrets(prepared, inventory_path, build_dir)
+        view.print(rotation.kept_line(prepared.build.rotated), markup=False, soft_wrap=True)
+    limit, tags = request.limit, request.tags
+    scope = None if request.full or limit or rotate else ",".join(found.hosts_to_apply())
+    options = PlaybookOptions(check=request.check, diff=request.diff,
+                              limit=limit_with_control_node(limit or scope, cluster), tags=tags,
+                              verbosity=max(request.verbose - 1, 0))
+    retired = write_retired_inventory(prepared)
+    if retired and scope is not None:
+        view.print(f"stopping slurmd on the hosts that left the inventory: {', '.join(retired)}")
+    waves = rollout_vars(cluster, *rollout_settings(cluster, request.batch, request.max_fail))
+    view.rollout(waves)
+    extra_vars = {**waves, **(rotation.ROLE_VARIABLES if rotate else {})}
+    planned = None if request.check or limit or tags else (
+        list(cluster.hosts) if scope is None else found.hosts_to_apply())
+    closing = partial(_close_deploy, view, prepared, files, planned, retired)
+    try:
+        view.run_site(prepared, options, request.verbose, extra_vars, closing)
+    except (ClusterCliError, KeyboardInterrupt):
+        if rotate:
+            view.print(rotation.unfinished_note(prepared.build.rotated), markup=False, soft_wrap=True)
+        raise
+    return None
+
+
+def _close_deploy(
+    view: DeployView, prepared: Prepared, files: dict[str, list[HostFile]], planned: list[str] | None,
+    retired: list[str], result: PlaybookResult,
+) -> None:
+    """The rollout's counts; the record of what was deployed gets the planned hosts that were (with
+    --check, --limit or --tags, ``planned`` is None: nothing is recorded)."""
+    found = rollout_outcome(prepared, result, retired)
+    for line in rollout.count_lines(found):
+        view.print(line, markup=False)
+    if planned is not None and found.finished:
+        deployed = set(found.deployed)
+        record_deployed(prepared, files, [host for host in planned if host in deployed], keep=found.failed_hosts)

@@ -440,7 +440,7 @@ def _record_playbooks(monkeypatch) -> list[dict]:
     def run_playbook(inventory, playbook, title, build_dir, options, verbose, extra_vars=None):
         runs.append({"playbook": playbook, **(extra_vars or {})})
 
-    monkeypatch.setattr("cluster_cli.cli._run_playbook", run_playbook)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_playbook", run_playbook)
     return runs
 
 

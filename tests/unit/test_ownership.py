@@ -174,7 +174,7 @@ def test_every_verb_that_changes_hosts_or_slurm_state_refuses_a_foreign_host_fir
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setattr(ownership, "probe_hosts", _foreign_probes)
     touched: list[str] = []
-    for module, name in (("cluster_cli.cli", "_run_playbook"), ("cluster_cli.node_lifecycle", "controller_command"),
+    for module, name in (("cluster_cli.commands.playbook_output", "run_playbook"), ("cluster_cli.node_lifecycle", "controller_command"),
                          ("cluster_cli.health", "run_health")):
         monkeypatch.setattr(f"{module}.{name}", lambda *args, _name=name, **kwargs: touched.append(_name))
     monkeypatch.setattr("cluster_cli.node_lifecycle.select", lambda cluster, names: [names])

@@ -76,7 +76,7 @@ def playbooks(monkeypatch) -> list[dict]:
                      closing=None):
         runs.append({"prepared": prepared, "options": options, "vars": extra_vars or {}})
 
-    monkeypatch.setattr("cluster_cli.cli._run_prepared", run_prepared)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_prepared", run_prepared)
     monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared, rotating=False: (Plan("local", None), {}))
     return runs
 
@@ -115,7 +115,7 @@ def test_a_deploy_that_fails_after_the_rotation_says_where_the_old_secrets_are(r
     def failing(*args, **kwargs):
         raise ClusterCliError("deploy failed (ansible-playbook exit 2)")
 
-    monkeypatch.setattr("cluster_cli.cli._run_prepared", failing)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_prepared", failing)
     result = runner.invoke(main, ["deploy", LOCAL, "--rotate-secrets"])
     assert result.exit_code == ExitCode.FAILURE, result.output
     assert "did not finish" in result.output and "--rotate-secrets again" in result.output
