@@ -18,7 +18,9 @@ from cluster_cli.secrets_store import ClusterSecrets, ensure_secrets, rotate_sec
 
 
 @dataclass(frozen=True)
-class Bundle:
+class BuildDir:
+    """A build directory as a render left it: where it is, the files written, the secrets they used."""
+
     directory: Path
     files: list[RenderedFile]
     secrets: ClusterSecrets
@@ -32,7 +34,7 @@ def secrets_dir_for(cluster: Cluster, inventory_path: Path) -> Path:
     return default_secrets_dir(cluster.name) if configured is None else Path(configured).expanduser()
 
 
-def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path, rotate_stamp: str | None = None) -> Bundle:
+def write_build(cluster: Cluster, directory: Path, secrets_dir: Path, rotate_stamp: str | None = None) -> BuildDir:
     """Generate missing secrets (new ones for all, the old kept as ``NAME.STAMP.old``, with
     ``rotate_stamp``), render every file and write them into ``directory``, which must be new,
     empty or an earlier build (RefusedError otherwise, before any secret is made)."""
@@ -61,7 +63,7 @@ def build_bundle(cluster: Cluster, directory: Path, secrets_dir: Path, rotate_st
         raise RefusedError(str(error)) from None
     except OSError as error:
         raise ClusterCliError(f"cannot write {directory}: {error.strerror}") from None
-    return Bundle(directory, files, secrets, rotated)
+    return BuildDir(directory, files, secrets, rotated)
 
 
 # libyaml's emitter where PyYAML has it: a fourth of safe_dump's time (2 ms of every render), the

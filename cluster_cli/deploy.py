@@ -1,13 +1,18 @@
-"""deploy / teardown: render into the build directory, plan, retire removed nodes, run the playbook."""
+"""deploy / teardown: render into the build directory, plan, retire removed nodes, run the playbook.
+
+``deploy_cluster`` is the deploy's flow, in order: the plan and its gate, a lost record recovered,
+removed nodes retired, the secrets rotated, the hosts and waves of the rollout, the playbook run
+and the record of what was deployed; a ``DeployView`` (commands/deploy_verbs: the terminal) shows it.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -19,15 +24,15 @@ from cluster_cli.ansible.runner import (
     run_ad_hoc,
     run_playbook,
 )
-from cluster_cli import nodes, rollout
-from cluster_cli.build import Bundle, build_bundle, secrets_dir_for
+from cluster_cli import node_lifecycle, rollout, rotation
+from cluster_cli.build import BuildDir, write_build, secrets_dir_for
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.ownership import expected_secrets
 from cluster_cli.paths import cluster_state_dir, default_build_dir
-from cluster_cli.plan import Plan, plan_cluster
+from cluster_cli.plan import Impact, Plan, plan_cluster
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 from cluster_cli.render.health_conf import with_host_health_texts
 
@@ -39,7 +44,7 @@ LOG_TAIL_HOSTS = 10
 @dataclass(frozen=True)
 class Prepared:
     cluster: Cluster
-    bundle: Bundle
+    build: BuildDir
 
     @cached_property
     def record(self) -> DeployedRecord:
@@ -48,11 +53,11 @@ class Prepared:
 
     @property
     def inventory_file(self) -> Path:
-        return self.bundle.directory / "ansible" / "inventory.yml"
+        return self.build.directory / "ansible" / "inventory.yml"
 
     @property
     def retired_inventory_file(self) -> Path:
-        return self.bundle.directory / "ansible" / "retired.yml"
+        return self.build.directory / "ansible" / "retired.yml"
 
     @property
     def inventory_files(self) -> list[Path]:
@@ -62,7 +67,7 @@ class Prepared:
 
     @property
     def var_files(self) -> list[Path]:
-        ansible_dir = self.bundle.directory / "ansible"
+        ansible_dir = self.build.directory / "ansible"
         return [ansible_dir / "cluster_vars.yml", ansible_dir / "secret_vars.yml"]
 
 
@@ -73,11 +78,11 @@ def prepare(
     render every file; touches no host."""
     directory = build_dir or default_build_dir(cluster.name)
     secrets_dir = secrets_dir_for(cluster, inventory_path)
-    return Prepared(cluster, build_bundle(cluster, directory, secrets_dir, rotate_stamp))
+    return Prepared(cluster, write_build(cluster, directory, secrets_dir, rotate_stamp))
 
 
 def write_extra_vars(prepared: Prepared, variables: dict[str, Any]) -> list[Path]:
-    path = prepared.bundle.directory / "ansible" / "run_vars.yml"
+    path = prepared.build.directory / "ansible" / "run_vars.yml"
     path.write_text(yaml.safe_dump(variables, sort_keys=True), encoding="utf-8")
     return [path]
 
@@ -144,8 +149,8 @@ def failure_log_tails(prepared: Prepared, failure: TaskFailure) -> list[tuple[st
 def _rendered_and_munge_key(prepared: Prepared) -> tuple[dict[str, str], bytes]:
     """The build's files by path (each host's health text too, host_health_path), and the munge key
     the hosts should hold."""
-    rendered = with_host_health_texts({item.path: item.content for item in prepared.bundle.files}, prepared.cluster)
-    return rendered, prepared.bundle.secrets.munge_key_path.read_bytes()
+    rendered = with_host_health_texts({item.path: item.content for item in prepared.build.files}, prepared.cluster)
+    return rendered, prepared.build.secrets.munge_key_path.read_bytes()
 
 
 def expected_files(prepared: Prepared) -> dict[str, list[HostFile]]:
@@ -158,7 +163,7 @@ def current_plan(prepared: Prepared, rotating: bool = False) -> tuple[Plan, dict
     whether every host is this cluster's (``rotating``: the secrets being replaced are not held
     against a host)."""
     rendered, munge_key = _rendered_and_munge_key(prepared)
-    secrets = expected_secrets(munge_key, prepared.bundle.secrets.db_password())
+    secrets = expected_secrets(munge_key, prepared.build.secrets.db_password())
     return plan_cluster(prepared.cluster, rendered, munge_key, prepared.record, secrets, rotating)
 
 
@@ -261,15 +266,15 @@ def retire_nodes(cluster: Cluster, names: list[str], wait_s: float | None, reque
     Their jobs are requeued with ``requeue_jobs``, waited for up to ``wait_s`` seconds with a
     wait, and otherwise the deploy stops (JobsStillRunning) with the nodes drained, so that it
     can be run again once the jobs end. Returns the job ids requeued."""
-    nodes.drain(cluster, names, "removed from the inventory")
-    busy = {node: jobs for node, jobs in nodes.running_jobs(cluster, names).items() if jobs}
+    node_lifecycle.drain(cluster, names, "removed from the inventory")
+    busy = {node: jobs for node, jobs in node_lifecycle.running_jobs(cluster, names).items() if jobs}
     requeued: list[str] = []
     if busy and requeue_jobs:
         requeued = sorted({job for jobs in busy.values() for job in jobs})
-        nodes.requeue(cluster, requeued)
-        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=120)
+        node_lifecycle.requeue(cluster, requeued)
+        busy = node_lifecycle.wait_for_no_jobs(cluster, names, timeout_s=120)
     elif busy and wait_s is not None:
-        busy = nodes.wait_for_no_jobs(cluster, names, timeout_s=wait_s)
+        busy = node_lifecycle.wait_for_no_jobs(cluster, names, timeout_s=wait_s)
     if busy:
         held = "; ".join(f"{node}: job {', '.join(jobs)}" for node, jobs in sorted(busy.items()))
         raise JobsStillRunning(
@@ -277,3 +282,121 @@ def retire_nodes(cluster: Cluster, names: list[str], wait_s: float | None, reque
             f"run deploy again when they end, or with --wait SECONDS, or with --force to requeue them."
         )
     return requeued
+
+
+def plan_exit_code(found: Plan, rotating: bool) -> int:
+    """The plan's exit code; a rotation of the secrets is a change pending (3) of its own."""
+    return ExitCode.CHANGES if rotating and found.exit_code == ExitCode.OK else found.exit_code
+
+
+def rotate_secrets(
+    prepared: Prepared, inventory_path: Path, build_dir: Path | None,
+) -> tuple[Prepared, dict[str, list[HostFile]]]:
+    """New secrets (the old kept beside them), the build rendered again with them, and the files
+    each host should then hold."""
+    rotated = prepare(prepared.cluster, inventory_path, build_dir, rotation.new_stamp())
+    return rotated, expected_files(rotated)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What `cluster-cli deploy` was asked to do (its options)."""
+
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: str | None = None
+    verbose: int = 0
+    full: bool = False
+    wait_s: float | None = None
+    force: bool = False
+    batch: int | None = None
+    max_fail: int | None = None
+    rotate_secrets: bool = False
+
+
+class DeployView(Protocol):
+    """How a deploy shows its steps and runs its playbook (commands/deploy_verbs: on the terminal)."""
+
+    def print(self, text: str, *, markup: bool = True, soft_wrap: bool = False) -> None: ...
+
+    def header(self, prepared: Prepared) -> None: ...
+
+    def plan(self, found: Plan, diff: bool, rotating: Cluster | None, dry_run: bool) -> None: ...
+
+    def refused_plan(self, found: Plan) -> None: ...
+
+    def rollout(self, rollout_vars: dict[str, int]) -> None: ...
+
+    def run_site(
+        self, prepared: Prepared, options: PlaybookOptions, verbose: int, extra_vars: dict[str, object],
+        closing: Callable[[PlaybookResult], None],
+    ) -> PlaybookResult: ...
+
+
+def deploy_cluster(
+    cluster: Cluster, inventory_path: Path, build_dir: Path | None, request: DeployRequest, view: DeployView,
+) -> int | None:
+    """Validate, render, plan, and apply what the plan says (all of site.yml with ``full``); the
+    plan's exit code when only the plan was asked for (``check`` without ``full``), else None."""
+    prepared = prepare(cluster, inventory_path, build_dir)
+    view.header(prepared)
+    rotating = cluster if request.rotate_secrets else None
+    found, files = current_plan(prepared, rotating=request.rotate_secrets)
+    if request.check and not request.full:
+        view.plan(found, request.diff, rotating, dry_run=True)
+        return plan_exit_code(found, request.rotate_secrets)
+    if found.conflicts or found.unreachable:
+        view.refused_plan(found)
+        raise ClusterCliError("nothing was changed: " + "; ".join(found.conflicts + list(found.unreachable)))
+    recovered = [] if request.check else recover_record(prepared, files, found)
+    if recovered:
+        view.print(f"the deploy record did not know {', '.join(recovered)}; they hold this cluster's files and "
+                   "secrets: recorded from what they hold", markup=False, soft_wrap=True)
+    if not found.changes and not request.full and not request.rotate_secrets:
+        view.print("0 changes: every host matches the inventory; no playbook run (--full runs it anyway)")
+        return None
+    rotate = request.rotate_secrets and not request.check
+    view.plan(found, request.diff, rotating, dry_run=not rotate)
+    removed = [change.subject for change in found.by_impact(Impact.NODE_REMOVE)]
+    if removed and not request.check:
+        requeued = retire_nodes(cluster, removed, request.wait_s, request.force)
+        view.print(f"drained {', '.join(removed)}" + (f"; requeued jobs {', '.join(requeued)}" if requeued else ""))
+    if rotate:
+        prepared, files = rotate_secrets(prepared, inventory_path, build_dir)
+        view.print(rotation.kept_line(prepared.build.rotated), markup=False, soft_wrap=True)
+    limit, tags = request.limit, request.tags
+    scope = None if request.full or limit or rotate else ",".join(found.hosts_to_apply())
+    options = PlaybookOptions(check=request.check, diff=request.diff,
+                              limit=limit_with_control_node(limit or scope, cluster), tags=tags,
+                              verbosity=max(request.verbose - 1, 0))
+    retired = write_retired_inventory(prepared)
+    if retired and scope is not None:
+        view.print(f"stopping slurmd on the hosts that left the inventory: {', '.join(retired)}")
+    waves = rollout_vars(cluster, *rollout_settings(cluster, request.batch, request.max_fail))
+    view.rollout(waves)
+    extra_vars = {**waves, **(rotation.ROLE_VARIABLES if rotate else {})}
+    planned = None if request.check or limit or tags else (
+        list(cluster.hosts) if scope is None else found.hosts_to_apply())
+    closing = partial(_close_deploy, view, prepared, files, planned, retired)
+    try:
+        view.run_site(prepared, options, request.verbose, extra_vars, closing)
+    except (ClusterCliError, KeyboardInterrupt):
+        if rotate:
+            view.print(rotation.unfinished_note(prepared.build.rotated), markup=False, soft_wrap=True)
+        raise
+    return None
+
+
+def _close_deploy(
+    view: DeployView, prepared: Prepared, files: dict[str, list[HostFile]], planned: list[str] | None,
+    retired: list[str], result: PlaybookResult,
+) -> None:
+    """The rollout's counts; the record of what was deployed gets the planned hosts that were (with
+    --check, --limit or --tags, ``planned`` is None: nothing is recorded)."""
+    found = rollout_outcome(prepared, result, retired)
+    for line in rollout.count_lines(found):
+        view.print(line, markup=False)
+    if planned is not None and found.finished:
+        deployed = set(found.deployed)
+        record_deployed(prepared, files, [host for host in planned if host in deployed], keep=found.failed_hosts)

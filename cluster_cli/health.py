@@ -20,8 +20,8 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.errors import RefusedError
+from cluster_cli.host_command import HostCommand
 from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
-from cluster_cli.status import HostCommand
 
 # The checker gives each command 15 s; a host runs a few per node.
 HOST_TIMEOUT_S = 120

@@ -4,17 +4,15 @@ SlurmdTimeout; the host knows at once)."""
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cluster_cli.ansible.runner import run_ad_hoc
 from cluster_cli.cluster import Cluster
+from cluster_cli.host_command import HostCommand
 from cluster_cli.probe import HostProbe, probe_daemons
-from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.resolve.clashes import daemon_ports
-from cluster_cli.smoke.node_states import is_usable
+from cluster_cli.node_states import is_usable
 
 
 @dataclass
@@ -69,29 +67,6 @@ class ClusterStatus:
         document = asdict(self)
         document["healthy"] = self.healthy
         return document
-
-
-class HostCommand:
-    """Runs a command on a cluster host: directly when it is this machine, else through Ansible."""
-
-    def __init__(self, cluster: Cluster, workdir: Path):
-        self.cluster = cluster
-        self.inventory_file = workdir / "inventory.yml"
-        self.inventory_file.write_text(render_ansible_inventory(cluster), encoding="utf-8")
-
-    def run(self, host: str, argv: list[str], timeout_s: float = 30) -> tuple[int, str]:
-        managed = self.cluster.hosts[host]
-        if managed.connection == "local":
-            try:
-                completed = subprocess.run(
-                    argv, capture_output=True, text=True, timeout=timeout_s, check=False
-                )
-            except FileNotFoundError:
-                return 127, f"{argv[0]}: not installed"
-            except subprocess.TimeoutExpired:
-                return 124, f"timed out after {timeout_s:.0f} s"
-            return completed.returncode, (completed.stdout + completed.stderr).strip()
-        return run_ad_hoc(self.inventory_file, host, argv, timeout_s)
 
 
 def daemon_statuses(cluster: Cluster, probes: dict[str, HostProbe]) -> list[DaemonStatus]:

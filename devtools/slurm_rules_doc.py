@@ -6,7 +6,7 @@ from typing import Any
 
 from cluster_cli.slurm_facts.change import WORDS
 from cluster_cli.slurm_facts.facts import file_data, rules, series_data, supported_series
-from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
+from cluster_cli.slurm_facts.upgrade_path import upgrade_path_problem
 import itertools
 
 SUITES = {"22.05": "Debian 12 (bookworm)", "24.11": "Debian 13 (trixie)", "26.05": "Debian forky/sid"}

@@ -11,14 +11,11 @@ dict of dicts stands in for), so the unit tests call them directly, without an A
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ansible.errors import AnsibleFilterError, AnsibleUndefinedVariable
 from ansible.module_utils.parsing.convert_bool import boolean
 from jinja2 import Undefined
@@ -40,13 +37,9 @@ def service_manager(requested: str, service_mgr: str = "") -> str:
     return "systemd" if service_mgr == "systemd" else "standalone"
 
 
-@functools.cache
-def _defaults_of(defaults_file: Path) -> dict[str, Any]:
-    return yaml.safe_load(defaults_file.read_text(encoding="utf-8")) or {}
-
-
 def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
-    """The default of the role variable ``name``, as its own role's defaults/main.yml sets it.
+    """The default of the role variable ``name``, as its own role's defaults/main.yml sets it
+    (cluster_cli.role_defaults, which bundle/packages.py reads the package lists with too).
 
     For a role that falls back on another role's variable, where that role's defaults are not in
     scope (another play): the fallback then stays defined once, in the owning role.
@@ -56,19 +49,13 @@ def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
     The owning role is the longest role name that prefixes ``name`` (``slurm_common_conf_dir``:
     slurm_common). Only literal defaults: one that is a template would not be templated again.
     """
-    roles = Path(roles_dir) if roles_dir is not None else ROLES_DIR
-    roles_with_defaults = [path.parents[1].name for path in roles.glob("*/defaults/main.yml")]
-    owners = sorted((role for role in roles_with_defaults if name.startswith(role + "_")), key=len, reverse=True)
-    for owner in owners:
-        defaults = _defaults_of(roles / owner / "defaults" / "main.yml")
-        if name in defaults:
-            value = defaults[name]
-            if isinstance(value, str) and ("{{" in value or "{%" in value):
-                raise AnsibleFilterError(
-                    f"role_default: {owner}'s default of {name} is a template ({value!r}), not a literal"
-                )
-            return copy.deepcopy(value)
-    raise AnsibleFilterError(f"role_default: no role under {roles} has a default for {name}")
+    # the control node runs cluster-cli's Ansible
+    from cluster_cli.role_defaults import RoleDefaultError, role_default as owning_role_default
+
+    try:
+        return owning_role_default(name, Path(roles_dir) if roles_dir is not None else ROLES_DIR)
+    except RoleDefaultError as error:
+        raise AnsibleFilterError(str(error)) from None
 
 
 _UNDEFINED = object()
@@ -436,7 +423,7 @@ def ldconfig_lib_path(text: str, library: str) -> str:
 def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_user: str = "slurm") -> list[str]:
     """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
     --format=%N|%T|%u|%E`` lines: not listed, in a state that is not usable (the rule of
-    cluster_cli.smoke.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
+    cluster_cli.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
     set (node_states.held_by_operator) is theirs to lift: such a node counts as ready; the node
     health check's drain (set as root too, reason ``cluster-cli health: ...``) is a failure. A node
     listed once per partition: the last line wins (they agree).
@@ -445,7 +432,7 @@ def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_use
     """
     # the control node runs cluster-cli's Ansible
     from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
-    from cluster_cli.smoke.node_states import held_by_operator, is_usable
+    from cluster_cli.node_states import held_by_operator, is_usable
 
     rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
     ready = set()
@@ -467,7 +454,7 @@ def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[s
 
         until: __slurmd_before.stdout | slurmd_not_reregistered(__slurmd_after.stdout, __slurmd_batch) == []
     """
-    from cluster_cli.smoke.node_states import is_responding  # the control node runs cluster-cli's Ansible
+    from cluster_cli.node_states import is_responding  # the control node runs cluster-cli's Ansible
 
     old, new = _slurmd_starts(before), _slurmd_starts(after)
     waiting = []

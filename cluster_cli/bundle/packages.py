@@ -6,43 +6,39 @@ bundle and the roles cannot drift; which roles a cluster runs comes from its res
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
-
-import yaml
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import project_root
 from cluster_cli.render.ansible_inventory import pam_adopt_node
+from cluster_cli.role_defaults import role_default
 
 #: The NVML plugin package roles/slurm_build makes (Debian's Slurm has no gpu/nvml plugin).
 NVML_PLUGIN_PACKAGE = "slurm-wlm-nvml-plugin"
 #: What Ansible's modules need on a managed host (the apt module runs on python3-apt).
 ANSIBLE_HOST_PACKAGES = ("python3", "python3-apt")
 
-# (role, variable): the packages of each host role, as the roles install them
-EVERY_HOST = (("slurm_common", "slurm_common_packages"), ("munge", "munge_packages"))
+# the role variables that list the packages of each host role, as the roles install them
+EVERY_HOST = ("slurm_common_packages", "munge_packages")
 OF_ROLE = {
-    "controller": (("slurmctld", "slurmctld_packages"),),
-    "compute": (("slurmd", "slurmd_packages"), ("training_env", "training_env_system_packages")),
-    "database": (("slurmdbd", "slurmdbd_packages"), ("slurmdbd", "slurmdbd_mariadb_packages")),
-    "login": (("login", "login_packages"), ("training_env", "training_env_system_packages")),
+    "controller": ("slurmctld_packages",),
+    "compute": ("slurmd_packages", "training_env_system_packages"),
+    "database": ("slurmdbd_packages", "slurmdbd_mariadb_packages"),
+    "login": ("login_packages", "training_env_system_packages"),
 }
 PAM_ADOPT_PACKAGE = "libpam-slurm-adopt"  # roles/slurmd/vars/main.yml: where slurmd_pam_adopt_node is set
-INFINIBAND = ("nccl", "nccl_ib_packages")
+INFINIBAND = "nccl_ib_packages"
 
 
-@cache
-def role_default(role: str, variable: str) -> tuple[str, ...]:
-    """A list variable of roles/ROLE/defaults/main.yml."""
+def package_list(variable: str) -> tuple[str, ...]:
+    """A list variable of its role's defaults (roles/ROLE/defaults/main.yml)."""
     root = project_root()
     if root is None:
         raise ClusterCliError("cannot find roles/ (reinstall cluster-cli or set CLUSTER_CLI_PROJECT_DIR)")
-    path = Path(root) / "roles" / role / "defaults" / "main.yml"
-    value = (yaml.safe_load(path.read_text()) or {}).get(variable)
+    value = role_default(variable, Path(root) / "roles")
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ClusterCliError(f"{path}: {variable} is not a list of package names")
+        raise ClusterCliError(f"{Path(root) / 'roles'}: {variable} is not a list of package names")
     return tuple(value)
 
 
@@ -56,8 +52,8 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
             sources.update(OF_ROLE.get(role, ()))
     if infiniband:
         sources.add(INFINIBAND)
-    for role, variable in sources:
-        wanted.update(role_default(role, variable))
+    for variable in sources:
+        wanted.update(package_list(variable))
     if any(pam_adopt_node(cluster, host) for host in cluster.hosts.values()):
         wanted.add(PAM_ADOPT_PACKAGE)
     return sorted(wanted)

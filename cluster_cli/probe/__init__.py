@@ -19,7 +19,7 @@ from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import daemon_ports
-from cluster_cli.smoke_control.remote import ssh_argv
+from cluster_cli.ssh import ssh_argv
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
 PROBE_TIMEOUT_S = 60

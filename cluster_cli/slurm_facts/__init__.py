@@ -21,7 +21,7 @@ from cluster_cli.slurm_facts.facts import (
     supported_series,
 )
 from cluster_cli.slurm_facts.plugins import plugin_problems
-from cluster_cli.slurm_facts.upgrade import upgrade_path_problem
+from cluster_cli.slurm_facts.upgrade_path import upgrade_path_problem
 
 __all__ = [
     "ConfChange",

@@ -13,7 +13,7 @@ Library API (no CLI code here)::
 See docs/smoke.md for the checks, thresholds and the JSON schema.
 
 This package is the host side of the suite: ``cluster-cli smoke`` copies it to the submit host
-and runs ``python3 -m cluster_cli.smoke.agent`` there, with that host's Python. So it imports the
+and runs ``python3 -m cluster_cli.smoke.on_submit_host`` there, with that host's Python. So it imports the
 standard library and itself only, never pydantic, click or the rest of cluster_cli (the control
 node's side is ``cluster_cli.smoke_control``).
 """
@@ -29,8 +29,8 @@ from cluster_cli.smoke.report import (
     write_json,
     write_junit,
 )
-from cluster_cli.smoke.runner import ProgressCallback, SmokeEvent, run_smoke
-from cluster_cli.smoke.errors import SmokeSetupError, UnknownCheckError
+from cluster_cli.smoke.suite import ProgressCallback, SmokeEvent, run_smoke
+from cluster_cli.smoke.suite_errors import SmokeSetupError, UnknownCheckError
 from cluster_cli.smoke.target import SmokeTarget
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any
 
 from cluster_cli.smoke.context import CheckContext, job_failure
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.errors import CheckTimeout
+from cluster_cli.smoke.suite_errors import CheckTimeout
 from cluster_cli.smoke.slurm import JobInfo, stop_process_group
 from cluster_cli.smoke.text import read_job_text, tail
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from cluster_cli.smoke.checks_cluster import GPU_PROBE, binding_problems, gpu_identities
 from cluster_cli.smoke.context import CheckContext
-from cluster_cli.smoke.errors import NodesUnusable
+from cluster_cli.smoke.suite_errors import NodesUnusable
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.text import tail
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.errors import NodesUnusable
+from cluster_cli.smoke.suite_errors import NodesUnusable
 from cluster_cli.smoke.slurm import JobInfo, SlurmSession
 from cluster_cli.smoke.text import read_excerpt, read_job_text
 from cluster_cli.smoke.target import SmokeTarget

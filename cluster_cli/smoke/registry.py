@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cluster_cli.smoke import checks_cluster, checks_nodes, checks_training
 from cluster_cli.smoke.context import CheckContext
-from cluster_cli.smoke.errors import UnknownCheckError
+from cluster_cli.smoke.suite_errors import UnknownCheckError
 from cluster_cli.smoke.report import CheckResult
 from cluster_cli.smoke.target import SmokeTarget
 

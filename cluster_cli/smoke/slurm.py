@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster_cli.smoke.errors import CheckTimeout, SmokeSetupError
+from cluster_cli.smoke.suite_errors import CheckTimeout, SmokeSetupError
 from cluster_cli.smoke.text import tail
 
 TERMINAL_STATES = frozenset(

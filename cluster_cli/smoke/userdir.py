@@ -29,7 +29,7 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
-from cluster_cli.smoke.errors import SmokeSetupError
+from cluster_cli.smoke.suite_errors import SmokeSetupError
 from cluster_cli.smoke.slurm import User
 from typing import Self
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from cluster_cli.smoke.errors import SmokeSetupError
+from cluster_cli.smoke.suite_errors import SmokeSetupError
 from cluster_cli.smoke.slurm import User
 
 

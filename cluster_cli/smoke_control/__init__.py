@@ -2,6 +2,6 @@
 
 ``target`` turns the inventory into a ``SmokeTarget``; ``remote`` runs the stdlib-only
 ``cluster_cli.smoke`` package on a submit host over SSH (its entry point there is
-``cluster_cli.smoke.agent``). This side may use anything cluster-cli depends on; the host side
+``cluster_cli.smoke.on_submit_host``). This side may use anything cluster-cli depends on; the host side
 may not.
 """

@@ -1,9 +1,10 @@
 """Run the smoke suite on the cluster's submit host over SSH, when that host is not this one.
 
-The suite (``cluster_cli.smoke``, standard library only) and ``training/`` are copied as a
-tarball into a private temporary directory on the submit host, run there with the host's
-Python as ``python3 -m cluster_cli.smoke.agent``, and removed afterwards; progress and the
-report come back as JSON lines (see ``cluster_cli.smoke.agent``).
+The suite (``cluster_cli.smoke``, standard library only, with the modules of CARRIED_MODULES it
+imports) and ``training/`` are copied as a tarball into a private temporary directory on the
+submit host, run there with the host's
+Python as ``python3 -m cluster_cli.smoke.on_submit_host``, and removed afterwards; progress and the
+report come back as JSON lines (see ``cluster_cli.smoke.on_submit_host``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ import cluster_cli
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.smoke import CHECKS, CheckResult, ProgressCallback, SmokeEvent, SmokeReport, SmokeTarget
+from cluster_cli.ssh import ssh_argv
 
 PACKAGE_DIR = Path(cluster_cli.__file__).resolve().parent
+# The modules of cluster_cli outside the smoke package that the copy carries: what the package imports
+# (standard library only, as the package itself).
+CARRIED_MODULES = ("__init__.py", "node_states.py")
 # Enough for every check's own timeout plus the copy; a hung SSH session does not hang us.
 SETUP_SLACK_S = 300.0
 
@@ -40,21 +45,6 @@ def submit_host(cluster: Cluster, name: str | None = None) -> ManagedHost:
     return cluster.hosts[logins[0] if logins else cluster.inventory.controllers.primary]
 
 
-def ssh_argv(host: ManagedHost, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
-    """ssh with the inventory's settings for ``host`` (and ``-o`` ``options`` before them);
-    ``command`` is quoted for the remote shell, and run as root: through ``sudo -n`` (passwordless
-    sudo, never a prompt) when the SSH user is not root, as Ansible's tasks are (ansible_become)."""
-    if host.ssh.user != "root":
-        command = ["sudo", "-n", "--", *command]
-    argv = ["ssh", *(part for option in options for part in ("-o", option)), "-o", "BatchMode=yes",
-            "-p", str(host.ssh.port), "-l", host.ssh.user]
-    if host.ssh.private_key:
-        argv += ["-i", str(Path(host.ssh.private_key).expanduser())]
-    if host.ssh.common_args:
-        argv += shlex.split(host.ssh.common_args)
-    return [*argv, host.address, "--", shlex.join(command)]
-
-
 def _add_tree(archive: tarfile.TarFile, source: Path, name: str) -> None:
     for path in sorted(source.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
@@ -66,7 +56,8 @@ def bundle(target: SmokeTarget | Sequence[SmokeTarget]) -> bytes:
     targets = [target] if isinstance(target, SmokeTarget) else list(target)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        archive.add(PACKAGE_DIR / "__init__.py", arcname="cluster_cli/__init__.py")
+        for module in CARRIED_MODULES:
+            archive.add(PACKAGE_DIR / module, arcname=f"cluster_cli/{module}")
         _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")
         _add_tree(archive, targets[0].training_dir, "training")
         summaries = [each.summary() for each in targets]
@@ -99,7 +90,7 @@ def run_remote_smoke(
         raise RemoteSmokeError(f"{host.name}: mktemp printed {workdir!r}")
     try:
         _ssh(host, ["tar", "-xzf", "-", "-C", workdir], stdin=bundle(target))
-        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.agent",
+        command = ["env", f"PYTHONPATH={workdir}", host.python, "-m", "cluster_cli.smoke.on_submit_host",
                    f"{workdir}/target.json", *(only or [])]
         targets = [target] if isinstance(target, SmokeTarget) else list(target)
         checks = len(only) if only else len(CHECKS)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from role_runner import REPO, PlaybookRun, ansible_playbook
 
-from cluster_cli.build import build_bundle
+from cluster_cli.build import write_build
 from cluster_cli.loader import load_cluster
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
@@ -136,8 +136,8 @@ def test_the_preflight_check_runs_whatever_the_tags() -> None:
 
 @pytest.mark.parametrize("inventory", INVENTORIES, ids=lambda path: path.stem)
 def test_the_repository_inventories_pass(tmp_path: Path, inventory: Path) -> None:
-    bundle = build_bundle(load_cluster(inventory), tmp_path / "build", tmp_path / "secrets")
-    ansible = bundle.directory / "ansible"
+    build = write_build(load_cluster(inventory), tmp_path / "build", tmp_path / "secrets")
+    ansible = build.directory / "ansible"
     run = run_check(tmp_path, ansible / "inventory.yml", [ansible / "cluster_vars.yml", ansible / "secret_vars.yml"])
     assert run.returncode == 0, run.explain()
     result = result_of(run)

@@ -16,7 +16,7 @@ import pytest
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
-from cluster_cli.smoke_control.target import smoke_target
+from cluster_cli.smoke_control.inventory_targets import smoke_target
 from deployed import REPO, DeployedCluster
 
 pytestmark = [pytest.mark.deploy, pytest.mark.smoke]

@@ -7,8 +7,8 @@ import pytest
 from cluster_cli.smoke import CHECK_NAMES
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
-from cluster_cli.smoke.errors import CheckTimeout
-from cluster_cli.smoke.node_states import is_responding, unusable_nodes
+from cluster_cli.smoke.suite_errors import CheckTimeout
+from cluster_cli.node_states import is_responding, unusable_nodes
 from cluster_cli.smoke.slurm import JobInfo, SlurmSession, parse_scontrol_record
 from cluster_cli.smoke.text import excerpt, read_excerpt
 

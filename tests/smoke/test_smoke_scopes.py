@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from cluster_cli.smoke import REPORT_SCHEMA, CheckResult, SmokeReport, SmokeTarget, Verdict, format_table, junit_xml
-from cluster_cli.smoke.agent import target_from_dict
+from cluster_cli.smoke.on_submit_host import target_from_dict
 from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities, missing_gpu_tres
 from cluster_cli.smoke.checks_nodes import check_all_nodes, check_node_fill, node_verdicts, parse_squeue_states
 from cluster_cli.smoke.context import CheckContext
-from cluster_cli.smoke.errors import NodesUnusable
+from cluster_cli.smoke.suite_errors import NodesUnusable
 from cluster_cli.smoke.registry import CHECKS
-from cluster_cli.smoke.runner import choose_sample
+from cluster_cli.smoke.suite import choose_sample
 from cluster_cli.smoke.checks_training import check_fsdp, check_preempt
 from cluster_cli.smoke.slurm import Completed, JobInfo
 
@@ -302,7 +302,7 @@ def test_checkpoints_of_the_training_checks_are_the_scope_own():
 # -- the runner over several scopes ------------------------------------------------------------
 
 def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeypatch, tmp_path):
-    from cluster_cli.smoke import runner
+    from cluster_cli.smoke import suite
     from cluster_cli.smoke.slurm import User
 
     class QuietSession:
@@ -321,10 +321,10 @@ def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeyp
         seen.append((check.name, ctx.session.partition, ctx.target.group, ctx.target.nodes, ctx.exclude, ctx.prefix))
         return CheckResult(check.name, Verdict.PASS, "ran")
 
-    monkeypatch.setattr(runner, "SlurmSession", QuietSession)
-    monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
-    monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {"h100-1": "drained"})
-    monkeypatch.setattr(runner, "_run_one", record)
+    monkeypatch.setattr(suite, "SlurmSession", QuietSession)
+    monkeypatch.setattr(suite, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
+    monkeypatch.setattr(suite, "_unusable_nodes", lambda session, nodes: {"h100-1": "drained"})
+    monkeypatch.setattr(suite, "_run_one", record)
     common = {"work_dir": tmp_path, "partition": "gpu", "torch_installed": False}
     targets = [
         SmokeTarget(nodes=["h100-1", "h100-2", "h100-3", "l4-1"], scope="partition", **common),
@@ -332,7 +332,7 @@ def test_a_run_over_scopes_gives_each_check_its_scope_sample_and_pinning(monkeyp
                     exclude_nodes=["l4-1"], gpus_per_node=2, **common),
     ]
     events: list[tuple[str, str, int, int, str]] = []
-    report = runner.run_smoke(targets, ["srun", "sacct"],
+    report = suite.run_smoke(targets, ["srun", "sacct"],
                               lambda event: events.append((event.kind, event.check, event.index, event.total, event.scope)))
     assert seen == [
         ("srun", "gpu", None, ["h100-1", "h100-2", "h100-3", "l4-1"], [], "gpu-"),

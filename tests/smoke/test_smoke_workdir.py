@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from cluster_cli.smoke import runner, userdir
+from cluster_cli.smoke import suite, userdir
 from cluster_cli.smoke.context import CheckContext, read_json
-from cluster_cli.smoke.errors import SmokeSetupError
+from cluster_cli.smoke.suite_errors import SmokeSetupError
 from cluster_cli.smoke.report import SmokeReport, write_json
 from cluster_cli.smoke.slurm import User
 from cluster_cli.smoke.text import read_excerpt, read_job_text
@@ -67,7 +67,7 @@ def _outcome(bed: dict[str, Path], action: Callable[[], Any]) -> str | None:
 
 
 def test_a_work_dir_the_user_owns_gets_a_run_dir_of_the_user(bed: dict[str, Path]) -> None:
-    with runner._open_run_dir(bed["work"], "run-1", NOBODY) as run_home:
+    with suite._open_run_dir(bed["work"], "run-1", NOBODY) as run_home:
         assert run_home.path == bed["work"] / "run-1"
     info = (bed["work"] / "run-1").lstat()
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (NOBODY.uid, NOBODY.gid, 0o755)
@@ -75,7 +75,7 @@ def test_a_work_dir_the_user_owns_gets_a_run_dir_of_the_user(bed: dict[str, Path
 
 def test_a_missing_work_dir_is_made_under_a_root_parent_and_given_to_the_user(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
-    with runner._open_run_dir(tmp_path / "srv" / "training", "run-1", NOBODY):
+    with suite._open_run_dir(tmp_path / "srv" / "training", "run-1", NOBODY):
         pass
     assert (tmp_path / "srv").stat().st_uid == 0
     assert (tmp_path / "srv" / "training").stat().st_uid == NOBODY.uid
@@ -84,7 +84,7 @@ def test_a_missing_work_dir_is_made_under_a_root_parent_and_given_to_the_user(tm
 
 def test_the_run_dir_name_planted_as_a_link_is_refused(bed: dict[str, Path]) -> None:
     (bed["work"] / "run-1").symlink_to(bed["victim_dir"])
-    refusal = _outcome(bed, lambda: runner._open_run_dir(bed["work"], "run-1", NOBODY).close())
+    refusal = _outcome(bed, lambda: suite._open_run_dir(bed["work"], "run-1", NOBODY).close())
     assert refusal is not None and "symbolic link" in refusal, refusal
 
 
@@ -92,7 +92,7 @@ def test_a_work_dir_reached_through_a_link_is_refused(bed: dict[str, Path]) -> N
     link = bed["work"].parent / "link"
     link.symlink_to(bed["victim_dir"])
     with pytest.raises(SmokeSetupError, match=f"{link} is a symbolic link"):
-        runner._open_run_dir(link / "training", "run-1", NOBODY)
+        suite._open_run_dir(link / "training", "run-1", NOBODY)
     assert sorted(os.listdir(bed["victim_dir"])) == ["inside"]
 
 
@@ -101,7 +101,7 @@ def test_a_work_dir_below_another_users_directory_is_refused(bed: dict[str, Path
     foreign.mkdir()
     os.chown(foreign, OTHER_UID, OTHER_UID)
     with pytest.raises(SmokeSetupError, match=f"{foreign} is owned by uid {OTHER_UID}"):
-        runner._open_run_dir(foreign / "training", "run-1", NOBODY)
+        suite._open_run_dir(foreign / "training", "run-1", NOBODY)
     assert not (foreign / "training").exists()
 
 
@@ -125,7 +125,7 @@ def test_a_new_directory_swapped_for_a_link_is_not_chowned_through_it(
         os.symlink(bed["victim_dir"], name, dir_fd=dir_fd)
 
     _swap_after_mkdir(monkeypatch, to_link)
-    refusal = _outcome(bed, lambda: runner._open_run_dir(bed["work"], "run-1", NOBODY).close())
+    refusal = _outcome(bed, lambda: suite._open_run_dir(bed["work"], "run-1", NOBODY).close())
     assert refusal is not None and "symbolic link" in refusal, refusal
 
 
@@ -142,13 +142,13 @@ def test_a_new_directory_swapped_for_another_directory_is_not_chowned(
     _swap_after_mkdir(monkeypatch, to_victim)
     moved = bed["work"] / "run-1"
     with pytest.raises(SmokeSetupError, match="replaced while it was being created"):
-        runner._open_run_dir(bed["work"], "run-1", NOBODY)
+        suite._open_run_dir(bed["work"], "run-1", NOBODY)
     assert _snapshot(moved) == (0, 0, 0o700, ["inside"])
 
 
 @pytest.fixture
 def ctx(bed: dict[str, Path]) -> Iterator[CheckContext]:
-    run_home = runner._open_run_dir(bed["work"], "run-1", NOBODY)
+    run_home = suite._open_run_dir(bed["work"], "run-1", NOBODY)
     context = CheckContext(None, None, "1", run_home, bed["work"], {})  # type: ignore[arg-type]
     yield context
     run_home.close()
@@ -184,7 +184,7 @@ def test_training_scripts_are_copied_beside_the_users_links(
     os.chown(training, NOBODY.uid, NOBODY.gid)
     (training / "launch.sh").symlink_to(bed["victim_file"])
     (training / "lib").symlink_to(bed["victim_dir"])
-    refusal = _outcome(bed, lambda: runner._copy_training(source, ctx.run_home))
+    refusal = _outcome(bed, lambda: suite._copy_training(source, ctx.run_home))
     assert refusal is not None and "lib is a symbolic link" in refusal, refusal
     assert not (training / "launch.sh").is_symlink()
     assert stat.S_IMODE((training / "launch.sh").stat().st_mode) == 0o755

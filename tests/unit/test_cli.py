@@ -374,7 +374,7 @@ def test_smoke_without_an_inventory_is_a_usage_error(runner):
 
 
 def test_an_unknown_check_name_is_a_usage_error_before_anything_runs(runner, monkeypatch):
-    monkeypatch.setattr("cluster_cli.smoke_control.target.smoke_plan", lambda *args: pytest.fail("smoke went on"))
+    monkeypatch.setattr("cluster_cli.smoke_control.inventory_targets.smoke_plan", lambda *args: pytest.fail("smoke went on"))
     result = runner.invoke(main, ["smoke", str(SHIPPED_INVENTORIES["local"]), "--only", "srun,nope"])
     assert result.exit_code == ExitCode.INVALID
     assert result.stderr.startswith("error: unknown check(s) nope; known: srun, gpu-binding")
@@ -440,7 +440,7 @@ def _record_playbooks(monkeypatch) -> list[dict]:
     def run_playbook(inventory, playbook, title, build_dir, options, verbose, extra_vars=None):
         runs.append({"playbook": playbook, **(extra_vars or {})})
 
-    monkeypatch.setattr("cluster_cli.cli._run_playbook", run_playbook)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_playbook", run_playbook)
     return runs
 
 

@@ -40,7 +40,7 @@ NOT_FOR_RENDER = (
     "cluster_cli.smoke_control",
     "cluster_cli.status",
     "cluster_cli.upgrade",
-    "cluster_cli.nodes",
+    "cluster_cli.node_lifecycle",
     "importlib.metadata",  # pydantic's plugin lookup (cluster_cli/pydantic_plugins.py)
 )
 

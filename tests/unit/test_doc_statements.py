@@ -13,7 +13,7 @@ import pytest
 import yaml
 from unit_helpers import REPO, SHIPPED_INVENTORIES
 
-from cluster_cli.build import build_bundle
+from cluster_cli.build import write_build
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import BUILD_MARKER, KEPT_DIRS
 
@@ -68,8 +68,8 @@ def written_by_the_code() -> set[str]:
 
 @pytest.mark.parametrize("inventory", ["local", "gpu-cluster"])
 def test_the_flow_lists_every_file_of_the_build_directory(inventory: str, tmp_path: Path) -> None:
-    bundle = build_bundle(load_cluster(SHIPPED_INVENTORIES[inventory]), tmp_path / "build", tmp_path / "secrets")
-    rendered = {file.path for file in bundle.files}
+    build = write_build(load_cluster(SHIPPED_INVENTORIES[inventory]), tmp_path / "build", tmp_path / "secrets")
+    rendered = {file.path for file in build.files}
     assert {"ansible/retired.yml", "ansible/run_vars.yml"} <= written_by_the_code(), "the search found them"
     listing = flow().split("BUILD_DIR/", 1)[1].split("SECRETS_DIR/", 1)[0]
     words = set(re.findall(r"[\w.-]+/?", listing))

@@ -43,7 +43,7 @@ def row_of(name: str, rows: dict[str, set[str] | None]) -> str | None:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """The cluster_cli modules ``path`` imports, as map names (``render``, ``smoke.node_states``)."""
+    """The cluster_cli modules ``path`` imports, as map names (``render``, ``smoke.suite``)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cluster_cli"):
@@ -83,9 +83,12 @@ def test_every_module_is_in_the_map_and_imports_only_what_its_row_allows(path: P
         )
 
 
-def test_the_smoke_package_imports_nothing_of_cluster_cli_outside_itself() -> None:
+def test_the_smoke_package_imports_of_cluster_cli_only_what_its_copy_carries() -> None:
+    from cluster_cli.smoke_control.remote import CARRIED_MODULES
+
+    carried = {module.removesuffix(".py") for module in CARRIED_MODULES}
     for path in (PACKAGE / "smoke").glob("*.py"):
-        outside = {name for name in imported_modules(path) if not name.startswith("smoke")}
+        outside = {name for name in imported_modules(path) if not name.startswith("smoke") and name not in carried}
         assert not outside, f"{path.name} imports {outside}: the smoke package runs on hosts without them"
 
 
@@ -94,3 +97,13 @@ def test_every_row_of_the_map_names_a_module_that_exists() -> None:
         base = row.removesuffix("/*")
         exists = (PACKAGE / f"{base}.py").is_file() or (PACKAGE / base / "__init__.py").is_file()
         assert exists, f"docs/architecture.md's module map names cluster_cli/{row}, which does not exist"
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A name means one thing: `errors` is not also the smoke package's, `nodes` not also resolve's."""
+    by_name: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.stem not in ("__init__", "__main__"):
+            by_name.setdefault(path.stem, []).append(module_name(path))
+    repeated = {name: places for name, places in by_name.items() if len(places) > 1}
+    assert not repeated, f"module names used more than once: {repeated}"

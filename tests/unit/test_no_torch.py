@@ -12,7 +12,7 @@ from cluster_cli.loader import load_cluster_text
 from cluster_cli.secrets_store import ensure_secrets
 from cluster_cli.smoke import CHECKS, Verdict, run_smoke
 from cluster_cli.smoke.slurm import User
-from cluster_cli.smoke_control.target import smoke_target
+from cluster_cli.smoke_control.inventory_targets import smoke_target
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = (REPO / "inventories/local/inventory.yaml").read_text()
@@ -58,11 +58,11 @@ def test_training_checks_skip_with_the_reason_without_running_a_job(monkeypatch:
         def cancel_by_name_prefix(self, prefix: str) -> None:
             started.append(f"cancel {prefix}")
 
-    from cluster_cli.smoke import runner
-    monkeypatch.setattr(runner, "SlurmSession", FakeSession)
-    monkeypatch.setattr(runner, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
-    monkeypatch.setattr(runner, "_unusable_nodes", lambda session, nodes: {})
-    monkeypatch.setattr(runner, "_run_one", lambda check, ctx: started.append(check.name))
+    from cluster_cli.smoke import suite
+    monkeypatch.setattr(suite, "SlurmSession", FakeSession)
+    monkeypatch.setattr(suite, "ensure_user", lambda *args: (User("smoke", 0, 0, "/tmp"), False))
+    monkeypatch.setattr(suite, "_unusable_nodes", lambda session, nodes: {})
+    monkeypatch.setattr(suite, "_run_one", lambda check, ctx: started.append(check.name))
     report = run_smoke(target, torch_checks)
     assert [result.verdict for result in report.results] == [Verdict.SKIP] * len(torch_checks)
     assert all("training.torch_version: null" in result.reason for result in report.results)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_cli import nodes
+from cluster_cli import node_lifecycle as nodes
 from cluster_cli.errors import RefusedError
 from cluster_cli.loader import load_cluster
 

@@ -188,10 +188,10 @@ def test_every_verb_that_changes_hosts_or_slurm_state_refuses_a_foreign_host_fir
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setattr(ownership, "probe_hosts", _foreign_probes)
     touched: list[str] = []
-    for module, name in (("cluster_cli.cli", "_run_playbook"), ("cluster_cli.nodes", "controller_command"),
+    for module, name in (("cluster_cli.commands.playbook_output", "run_playbook"), ("cluster_cli.node_lifecycle", "controller_command"),
                          ("cluster_cli.health", "run_health")):
         monkeypatch.setattr(f"{module}.{name}", lambda *args, _name=name, **kwargs: touched.append(_name))
-    monkeypatch.setattr("cluster_cli.nodes.select", lambda cluster, names: [names])
+    monkeypatch.setattr("cluster_cli.node_lifecycle.select", lambda cluster, names: [names])
     args = [*argv[:2], str(LOCAL), *argv[2:]] if argv[0] == "nodes" else [argv[0], str(LOCAL), *argv[1:]]
     result = CliRunner().invoke(cli.main, args)
     assert result.exit_code == ExitCode.FAILURE, result.output

@@ -76,7 +76,7 @@ def playbooks(monkeypatch) -> list[dict]:
                      closing=None):
         runs.append({"prepared": prepared, "options": options, "vars": extra_vars or {}})
 
-    monkeypatch.setattr("cluster_cli.cli._run_prepared", run_prepared)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_prepared", run_prepared)
     monkeypatch.setattr(deploy_steps, "current_plan", lambda prepared, rotating=False: (Plan("local", None), {}))
     return runs
 
@@ -103,7 +103,7 @@ def test_rotation_keeps_the_old_secrets_0600_and_takes_new_ones_to_every_host(ru
     # the rotation's role variables, and the compute play's default threshold without --batch
     assert run["vars"] == {"munge_rotate_key": True, "slurmdbd_rotate_password": True, "deploy_max_fail_percentage": 100}
     assert run["options"].limit is None, "the rotation must reach every host, not the plan's changed ones"
-    build = run["prepared"].bundle.directory
+    build = run["prepared"].build.directory
     assert new_password.decode().strip() in (build / "ansible" / "secret_vars.yml").read_text()
     assert all(str(path) in result.output for path in backups), "the user is not told where the old secrets are"
     assert "secrets rotate: every host (1) gets a new munge key" in result.output
@@ -115,7 +115,7 @@ def test_a_deploy_that_fails_after_the_rotation_says_where_the_old_secrets_are(r
     def failing(*args, **kwargs):
         raise ClusterCliError("deploy failed (ansible-playbook exit 2)")
 
-    monkeypatch.setattr("cluster_cli.cli._run_prepared", failing)
+    monkeypatch.setattr("cluster_cli.commands.playbook_output.run_prepared", failing)
     result = runner.invoke(main, ["deploy", LOCAL, "--rotate-secrets"])
     assert result.exit_code == ExitCode.FAILURE, result.output
     assert "did not finish" in result.output and "--rotate-secrets again" in result.output

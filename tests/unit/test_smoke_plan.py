@@ -10,7 +10,7 @@ from cluster_cli.cli import main
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.smoke_control.remote import bundle
-from cluster_cli.smoke_control.target import partitions_to_test, smoke_plan
+from cluster_cli.smoke_control.inventory_targets import partitions_to_test, smoke_plan
 
 REPO = Path(__file__).resolve().parents[2]
 HETERO = REPO / "inventories/examples/hetero-local.yaml"

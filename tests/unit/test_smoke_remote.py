@@ -1,4 +1,4 @@
-"""The remote smoke run: what is copied to the submit host, how ssh is called, the JSON protocol."""
+"""The remote smoke run: what is copied to the submit host, how ssh is called (cluster_cli.ssh), the JSON protocol."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import pytest
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.smoke import CheckResult, SmokeReport, SmokeTarget, Verdict
-from cluster_cli.smoke.agent import target_from_dict
-from cluster_cli.smoke_control.remote import bundle, ssh_argv, submit_host
+from cluster_cli.smoke.on_submit_host import target_from_dict
+from cluster_cli.smoke_control.remote import bundle, submit_host
+from cluster_cli.ssh import ssh_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,13 +91,14 @@ def test_bundle_runs_on_a_bare_python_with_the_standard_library_only(tmp_path: P
     with tarfile.open(fileobj=io.BytesIO(bundle(target)), mode="r:gz") as archive:
         names = archive.getnames()
         archive.extractall(tmp_path / "bundle", filter="data")
-    assert "cluster_cli/smoke/agent.py" in names and "target.json" in names
+    assert "cluster_cli/smoke/on_submit_host.py" in names and "target.json" in names
+    assert "cluster_cli/node_states.py" in names  # the smoke package imports it
     assert "training/trainlib.py" in names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     # -I: no site-packages, no user paths: pydantic, click, rich are not reachable
     probe = subprocess.run(
         ["python3", "-I", "-c",
-         "import sys; sys.path.insert(0, sys.argv[1]); import cluster_cli.smoke.agent, json;"
+         "import sys; sys.path.insert(0, sys.argv[1]); import cluster_cli.smoke.on_submit_host, json;"
          "print(json.load(open(sys.argv[1] + '/target.json'))['nodes'])",
          str(tmp_path / "bundle")],
         capture_output=True, text=True, check=False,

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.registry import Check, select
 from cluster_cli.smoke.report import CheckResult, SmokeReport, Verdict, json_text
-from cluster_cli.smoke.errors import CheckTimeout, NodesUnusable, SmokeSetupError
-from cluster_cli.smoke.node_states import unusable_nodes
+from cluster_cli.smoke.suite_errors import CheckTimeout, NodesUnusable, SmokeSetupError
+from cluster_cli.node_states import unusable_nodes
 from cluster_cli.smoke.slurm import SlurmSession, User
 from cluster_cli.smoke.target import SmokeTarget
 from cluster_cli.smoke.text import tail
@@ -48,7 +48,7 @@ def run_smoke(
     progress: ProgressCallback | None = None,
 ) -> SmokeReport:
     """Run the smoke checks (all, or the names in ``only``) against ``target``: one target, or
-    several (one per partition and per node group, see ``cluster_cli.smoke_control.target``),
+    several (one per partition and per node group, see ``cluster_cli.smoke_control.inventory_targets``),
     each running the checks of its scope.
 
     Raises UnknownCheckError for unknown check names and SmokeSetupError when nothing can run (no

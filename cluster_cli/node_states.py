@@ -1,8 +1,9 @@
 """Which Slurm node states can take a job now: the one home of that rule.
 
 The smoke suite (which nodes a check may use), `cluster-cli status` (is the cluster healthy) and
-the deploy's post-check (filter_plugins' slurm_nodes_not_ready) ask it. Standard library only: it
-ships with the smoke package.
+the deploy's post-check (filter_plugins' slurm_nodes_not_ready) ask it. Standard library only: the
+smoke package imports it, so its copy to a submit host carries this module too
+(smoke_control/remote.CARRIED_MODULES).
 """
 
 from __future__ import annotations

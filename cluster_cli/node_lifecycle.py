@@ -17,8 +17,8 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.hostlist import compress, expand
 from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
-from cluster_cli.smoke.node_states import is_resumable
-from cluster_cli.smoke_control.remote import ssh_argv
+from cluster_cli.node_states import is_resumable
+from cluster_cli.ssh import ssh_argv
 
 REASON_PREFIX = "cluster-cli:"
 COMMAND_TIMEOUT_S = 30

@@ -1,7 +1,7 @@
 """Entry point of a smoke run on a remote submit host (a login node or the controller).
 
 ``cluster-cli smoke`` copies this package and ``training/`` to the submit host and runs
-``python3 -m cluster_cli.smoke.agent TARGET.json [CHECK ...]`` there (TARGET.json: one
+``python3 -m cluster_cli.smoke.on_submit_host TARGET.json [CHECK ...]`` there (TARGET.json: one
 ``SmokeTarget.summary()``, or a list of them, one per partition and node group); only the standard
 library is needed. Progress and the report come back as JSON lines on stdout:
 ``{"event": "start"|"finish", ...}``, then ``{"event": "report", "report": {...}}`` or
@@ -16,8 +16,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from cluster_cli.smoke.runner import SmokeEvent, run_smoke
-from cluster_cli.smoke.errors import SmokeSetupError, UnknownCheckError
+from cluster_cli.smoke.suite import SmokeEvent, run_smoke
+from cluster_cli.smoke.suite_errors import SmokeSetupError, UnknownCheckError
 from cluster_cli.smoke.target import SmokeTarget
 
 EXIT_SETUP_ERROR = 3
