@@ -24,17 +24,21 @@ from jinja2.exceptions import UndefinedError
 ROLES_DIR = Path(__file__).resolve().parents[1] / "roles"
 
 
-def service_manager(requested: str, service_mgr: str = "") -> str:
-    """How daemons are run: ``cluster_service_manager`` resolved against the service_mgr fact.
+def daemon_instances(names: list[str], unit: str, pidfile: str, args: list[str] | None = None) -> list[dict[str, Any]]:
+    """roles/daemon's instances of one daemon, one per name: ``{name}`` in ``unit``, ``pidfile`` and
+    each of ``args`` replaced by the name.
 
-    ``auto`` becomes ``systemd`` when the fact is ``systemd``, ``standalone`` otherwise; any other
-    value is returned as it is (roles/common's preflight checks it is systemd or standalone).
-
-        common_service_manager: "{{ cluster_service_manager | service_manager(ansible_facts.service_mgr | default('')) }}"
+        __slurmd_names | daemon_instances('slurmd@{name}.service', '/run/slurm/slurmd-{name}.pid', ['-D', '-s', '-N', '{name}'])
     """
-    if requested != "auto":
-        return requested
-    return "systemd" if service_mgr == "systemd" else "standalone"
+    return [
+        {
+            "name": name,
+            "unit": unit.replace("{name}", name),
+            "pidfile": pidfile.replace("{name}", name),
+            "args": [arg.replace("{name}", name) for arg in args or []],
+        }
+        for name in names
+    ]
 
 
 def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
@@ -574,8 +578,8 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
-            "service_manager": service_manager,
             "role_default": role_default,
+            "daemon_instances": daemon_instances,
             "slurm_node_names": slurm_node_names,
             "reasons_by_hosts": reasons_by_hosts,
             "fake_gpu_device_items": fake_gpu_device_items,

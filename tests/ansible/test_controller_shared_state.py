@@ -20,7 +20,7 @@ pytestmark = [
 
 MARKER = ".cluster-cli-shared-state"
 EXTRA = {
-    "__slurmctld_service_manager": "standalone",  # no systemd drop-in
+    "common_service_manager": "standalone",  # no systemd drop-in
     "common_slurm_user": "root",
     "common_slurm_group": "root",
 }
@@ -55,7 +55,7 @@ def test_slurmctld_is_not_started_on_a_refused_backup(tmp_path: Path) -> None:
                 "ansible.builtin.include_role": {"name": "slurmctld", "tasks_from": name}} for name in ("configure", "run")]
     extra = {**EXTRA, "__slurmctld_pending_dir": str(tmp_path / "pending"),
              "__slurmctld_pidfile": str(tmp_path / "{{ inventory_hostname }}.pid"),
-             "__slurmctld_start": ["touch", str(tmp_path / "{{ inventory_hostname }}.started")],
+             "__daemon_start_base": ["sh", "-c", 'touch "$0"', str(tmp_path / "{{ inventory_hostname }}.started")],
              "slurmctld_accounting_host": "", "slurmctld_port": 9, "slurmctld_wait_timeout": 1}
     hosts = {"ctl1": {"slurmctld_state_dir": str(primary)}, "ctl2": {"slurmctld_state_dir": str(backup)}}
     run = run_play(tmp_path / "work", {"tasks": include}, hosts, extra, groups={"slurm_controller": ["ctl1", "ctl2"]})

@@ -68,11 +68,11 @@ def _slurmctld_restart(tmp_path: Path, start: str, port: int) -> tuple[PlaybookR
     (pending / "restart-slurmctld").touch()
     (tmp_path / "slurmctld.pid").write_text(f"{os.getpid()}\n")  # "the daemon": alive throughout
     extra = {
-        "__slurmctld_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__slurmctld_pending_dir": str(pending),
         "__slurmctld_pidfile": str(tmp_path / "slurmctld.pid"),
-        "__slurmctld_stop": ["true"],
-        "__slurmctld_start": [start],
+        "__daemon_stop_base": ["true"],
+        "__daemon_start_base": [start],
         "slurmctld_port": port,
         "slurmctld_accounting_host": "",
         "slurmctld_wait_timeout": 2,
@@ -80,8 +80,8 @@ def _slurmctld_restart(tmp_path: Path, start: str, port: int) -> tuple[PlaybookR
     return run_play(tmp_path / "work", {"tasks": [_include("slurmctld", "run")]}, {HOST: {}}, extra), pending
 
 
-@pytest.mark.parametrize(("start", "failing_step"), [("false", "Start slurmctld again"),
-                                                     ("true", "Wait until the slurmctld port listens")])
+@pytest.mark.parametrize(("start", "failing_step"), [("false", "Start again: slurmctld"),
+                                                     ("true", "Wait for the ports: slurmctld")])
 def test_a_failed_slurmctld_restart_stays_owed(tmp_path: Path, start: str, failing_step: str) -> None:
     run, pending = _slurmctld_restart(tmp_path, start, _closed_port())  # "true": started, never listens
     assert run.returncode != 0 and failing_step in run.stdout, run.explain()
@@ -102,11 +102,11 @@ def _slurmd_restart(tmp_path: Path, start: str, port: int, batch: int) -> tuple[
     for name in ("t1", "t2"):
         (run_dir / f"slurmd-{name}.pid").write_text(f"{os.getpid()}\n")  # alive throughout
     extra = {
-        "__slurmd_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__slurmd_pending_dir": str(pending),
         "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": ["true"],
-        "__slurmd_start_base": [start],
+        "__daemon_stop_base": ["true"],
+        "__daemon_start_base": [start],
         "__slurmd_batched": False,  # no slurmctld to ask: the batches are waited for by port only
         "slurmd_nodes": [{"name": "t1", "port": port, "fake_gpus": []},
                          {"name": "t2", "port": port, "fake_gpus": []}],
@@ -117,8 +117,8 @@ def _slurmd_restart(tmp_path: Path, start: str, port: int, batch: int) -> tuple[
 
 
 @pytest.mark.parametrize("batch", [0, 1])
-@pytest.mark.parametrize(("start", "failing_step"), [("false", "Start the batch again: t1"),
-                                                     ("true", "Wait until the slurmd ports listen")])
+@pytest.mark.parametrize(("start", "failing_step"), [("false", "Start again: slurmd t1"),
+                                                     ("true", "Wait for the ports: slurmd t1")])
 def test_a_failed_slurmd_restart_stays_owed(tmp_path: Path, batch: int, start: str, failing_step: str) -> None:
     run, pending = _slurmd_restart(tmp_path, start, _closed_port(), batch)
     assert run.returncode != 0 and failing_step in run.stdout, run.explain()

@@ -15,12 +15,14 @@ from ansible.playbook.task import Task
 from roles_table import ROLES as DEPLOY_ROLES
 
 REPO = Path(__file__).resolve().parents[2]
+# Roles of entry points other roles include (tasks_from): no defaults, no phases, never applied.
+LIBRARIES = ("daemon",)
 # Every role of the tree: the deploy roles site.yml applies and the GPU roles (slurm_build, nvidia, nccl).
-ROLES = tuple(sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir()))
+ROLES = tuple(sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir() and path.name not in LIBRARIES))
 # Not yet held to the backslash rules below: slurm_build still writes regexes inside Jinja (build_debian.yml:
 # the nvml.h match, the contents check); its build runs only with CLUSTER_CLI_SLOW_TESTS=1, so it is changed
 # when that run can prove the change.
-BACKSLASH_RULES = tuple(role for role in ROLES if role != "slurm_build")
+BACKSLASH_RULES = tuple(role for role in ROLES if role != "slurm_build") + LIBRARIES
 PHASES = ("preflight", "install", "configure", "run")
 # Names shared across roles and fixed by docs/architecture.md, exempt from the role prefix.
 SHARED = {"cluster_service_manager"}
@@ -68,9 +70,11 @@ def test_main_imports_the_four_phases_tagged(role: str) -> None:
     assert [task["tags"] for task in tasks] == [[phase, role] for phase in PHASES]
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ROLES + LIBRARIES)
 def test_private_variables_and_templates(role: str) -> None:
-    private = load(REPO / "roles" / role / "vars" / "main.yml") or {}
+    # roles/daemon has none: a handler includes its files by path, where a role's vars are not loaded.
+    path = REPO / "roles" / role / "vars" / "main.yml"
+    private = (load(path) if path.exists() or role not in LIBRARIES else None) or {}
     assert all(name.startswith(f"__{role}_") for name in private), sorted(private)
     for template in sorted((REPO / "roles" / role).glob("templates/*.j2")):
         assert template.read_text(encoding="utf-8").startswith("{{ ansible_managed | comment }}\n"), template.name
@@ -119,7 +123,7 @@ def module_of(path: Path, task: dict) -> str | None:
 
 def used_modules() -> set[str]:
     """The modules and actions the tasks of every role and playbook run."""
-    tasks = [*(item for role in ROLES for item in tasks_of(role)), *playbook_tasks()]
+    tasks = [*(item for role in ROLES + LIBRARIES for item in tasks_of(role)), *playbook_tasks()]
     return {module_of(path, task) for path, task in tasks} - {None}
 
 
@@ -158,7 +162,7 @@ def test_roles_md_names_the_project_plugins_the_tree_holds_and_the_roles_use() -
 
 def test_every_task_touching_the_database_password_is_no_log() -> None:
     secret = re.compile(r"slurmdbd_storage_pass|__slurmdbd_sql_pass|slurmdbd\.conf")
-    for role in ROLES:
+    for role in ROLES + LIBRARIES:
         for path, task in tasks_of(role):
             if "block" in task:  # its tasks are checked one by one
                 continue
@@ -219,3 +223,75 @@ def test_no_backslash_in_bare_conditionals() -> None:
     for role in BACKSLASH_RULES:
         for path, task in tasks_of(role):
             walk(task, f"{path.relative_to(REPO)}: {task.get('name')}")
+
+
+def includes_of(library: str):
+    """(file, task) for every include_role/import_role of ``library`` in the roles and playbooks."""
+    files = sorted((REPO / "roles").glob("*/tasks/*.yml")) + sorted((REPO / "roles").glob("*/handlers/*.yml"))
+    for path in files + sorted((REPO / "playbooks").glob("**/*.yml")):
+        def walk(items):
+            for item in items or []:
+                if isinstance(item, dict):
+                    yield item
+                    for section in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
+                        yield from walk(item.get(section))
+        for item in walk(load(path)):
+            call = item.get("ansible.builtin.include_role") or item.get("ansible.builtin.import_role")
+            if call and call.get("name") == library:
+                yield path, item
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_library_entry_points_have_specs_and_main_refuses_to_run(library: str) -> None:
+    entries = specs(library)
+    assert not (REPO / "roles" / library / "defaults").exists(), "a library role takes parameters, not defaults"
+    assert entries["main"].get("options") == {}
+    (main,) = load(REPO / "roles" / library / "tasks" / "main.yml")
+    assert "ansible.builtin.fail" in main
+    for entry in entries:
+        assert (REPO / "roles" / library / "tasks" / f"{entry}.yml").is_file(), f"entry point {entry} has no tasks file"
+    for entry, spec in entries.items():
+        for name, option in (spec.get("options") or {}).items():
+            assert name == library or name.startswith(f"{library}_"), f"{entry}: {name} lacks the {library}_ prefix"
+            assert option.get("description"), f"{entry}: {name} has no description"
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_every_include_of_a_library_passes_its_entry_points_options(library: str) -> None:
+    """Each include names an entry point, passes only its options (and the including role's private
+    variables), skips Ansible's per-host argument check, and a literal option dict has the keys the
+    spec requires and no other."""
+    entries = specs(library)
+    found = list(includes_of(library))
+    assert found, f"no role includes {library}"
+    for path, task in found:
+        where = f"{path.relative_to(REPO)}: {task.get('name')}"
+        call = task.get("ansible.builtin.include_role") or task.get("ansible.builtin.import_role")
+        entry = call.get("tasks_from")
+        assert entry in entries and entry != "main", f"{where}: no entry point {entry!r}"
+        assert call.get("rolespec_validate") is False, f"{where}: without rolespec_validate: false"
+        options = entries[entry].get("options") or {}
+        given = {name for name in task.get("vars") or {} if not name.startswith("__")}
+        assert given <= set(options), f"{where}: unknown options {sorted(given - set(options))}"
+        required = {name for name, option in options.items() if option.get("required")}
+        assert required <= given, f"{where}: missing options {sorted(required - given)}"
+        for name, value in (task.get("vars") or {}).items():
+            suboptions = options.get(name, {}).get("options")
+            if suboptions and isinstance(value, dict):
+                assert set(value) <= set(suboptions), f"{where}: {name} has unknown keys {sorted(set(value) - set(suboptions))}"
+                needed = {key for key, option in suboptions.items() if option.get("required")}
+                assert needed <= set(value), f"{where}: {name} lacks {sorted(needed - set(value))}"
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_the_roles_option_dicts_for_a_library_have_its_keys(library: str) -> None:
+    """The dicts the roles keep for roles/daemon in their vars (__<role>_service...): the keys its spec knows."""
+    suboptions = specs(library)["start"]["options"][f"{library}_service"]["options"]
+    checked = 0
+    for path in sorted((REPO / "roles").glob("*/vars/main.yml")):
+        for name, value in (load(path) or {}).items():
+            if re.fullmatch(r"__\w+_service", name) and isinstance(value, dict):
+                checked += 1
+                assert set(value) <= set(suboptions), f"{path.relative_to(REPO)}: {name}: {sorted(set(value) - set(suboptions))}"
+                assert {"label", "instances"} <= set(value), f"{path.relative_to(REPO)}: {name}"
+    assert checked >= 5

@@ -78,10 +78,10 @@ def _key_check(tmp_path: Path, host_keys: dict[str, bytes | None], rotate: bool 
         "__munge_user": "root",
         "__munge_group": "root",
         # the "Munge restart" handler of a rotation: no munged of this machine is touched
-        "__munge_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__munge_pidfile": str(tmp_path / "munged.pid"),
         "__munge_daemon": str(daemon),
-        "__munge_start": ["true"],
+        "__daemon_start_base": ["true"],
         "__munge_run_dir": str(tmp_path / "run"),
     }
     went_on = {"name": "After the check", "ansible.builtin.debug": {"msg": "went on"}}
@@ -138,7 +138,7 @@ def test_rotating_skips_the_check_and_replaces_the_key_on_every_host(tmp_path: P
     for host in HOSTS:
         assert (tmp_path / "hosts" / f"{host}.key").read_bytes() == local_key, host
         assert (tmp_path / "hosts" / f"{host}.marker").is_file(), f"{host}: the key is not marked as the cluster's"
-    assert "Stop munged" in run.stdout and "Start munged" in run.stdout, "munged was not restarted after the key changed"
+    assert "Stop before the restart: munged" in run.stdout and "Start again: munged" in run.stdout, "munged was not restarted after the key changed"
     assert (tmp_path / "run").is_dir(), "the restart did not make munged's runtime directory first"
 
 
@@ -227,7 +227,7 @@ def test_only_a_purge_forgets_that_the_key_is_the_clusters(tmp_path: Path, purge
     marker.touch()
     daemon.write_text("#!/bin/sh\n")  # stands in for munged: nothing runs it, no pid file names it
     extra = {"munge_teardown_purge": purge, "__munge_key_marker": str(marker),
-             "__munge_service_manager": "standalone", "__munge_pidfile": str(tmp_path / "munged.pid"),
+             "common_service_manager": "standalone", "__munge_pidfile": str(tmp_path / "munged.pid"),
              "__munge_daemon": str(daemon)}
     run = run_play(tmp_path / "work", {"tasks": [_include("munge", "teardown")]}, {HOST: {}}, extra)
     assert run.returncode == 0, run.explain()

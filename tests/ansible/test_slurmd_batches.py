@@ -38,11 +38,11 @@ def _restart(tmp_path: Path, port: int, batch: int) -> list[str]:
     write_executable(bin_dir / "scontrol", FAKE_SCONTROL.format(log=log))
     logged = ["sh", "-c", f'for a; do last=$a; done; echo "$0 $last" >> {log}']
     extra = {
-        "__slurmd_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__slurmd_pending_dir": str(pending),
         "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": [*logged, "stop"],
-        "__slurmd_start_base": [*logged, "start"],
+        "__daemon_stop_base": [*logged, "stop"],
+        "__daemon_start_base": [*logged, "start"],
         "__slurmd_daemon": os.path.realpath(sys.executable),
         "slurmd_nodes": [{"name": name, "port": port, "fake_gpus": []} for name in names],
         "slurmd_restart_batch": batch,

@@ -57,7 +57,7 @@ def health_variables(tmp_path: Path, build: Path) -> dict[str, object]:
         "slurmd_health_config_src": str(build / "health"),
         "__slurmd_health_program": str(program),
         "__slurmd_health_config": str(config),
-        "__slurmd_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "slurmd_spool_dir": str(tmp_path / "spool"),
         "slurmd_nodes": [{"name": "node1"}, {"name": "node2"}],
         "__slurmd_pam_access_file": str(tmp_path / "access-slurm-adopt.conf"),

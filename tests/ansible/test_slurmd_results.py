@@ -49,11 +49,11 @@ RESULTS_NO_OP = 15
 def _standalone(pending: Path, run_dir: Path) -> dict[str, object]:
     """The role's variables for a host without systemd whose slurmd "runs" as this process."""
     return {
-        "__slurmd_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__slurmd_pending_dir": str(pending),
         "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": ["true"],
-        "__slurmd_start_base": ["true"],
+        "__daemon_stop_base": ["true"],
+        "__daemon_start_base": ["true"],
         "__slurmd_daemon": os.path.realpath(sys.executable),
     }
 
@@ -142,8 +142,8 @@ def test_one_find_tells_the_stale_instances_and_the_owed_restart_apart(
     run = run_play(tmp_path / "work", {"tasks": [include]}, {HOST: {}}, extra)
     assert run.returncode == 0, run.explain()
     assert not (run_dir / "slurmd-gone.pid").exists() and (run_dir / "slurmd-c1.pid").exists()
-    assert "Stop the slurmd instances no longer configured" in run.stdout
-    assert ("Start the batch again: c1" in run.stdout) is owed
+    assert "Stop: the slurmd instances no longer configured" in run.stdout
+    assert ("Start again: slurmd c1" in run.stdout) is owed
     assert not (pending / "restart-slurmd").exists()
     assert (pending / "slurmd-pending.pid").exists() and (run_dir / "restart-slurmd").exists()
 

@@ -32,9 +32,9 @@ def test_purge_takes_the_pam_lines_out(tmp_path: Path) -> None:
         "# END cluster-cli: pam_slurm_adopt\n@include common-session\n"))
     (run_dir / "slurmd-c1.pid").write_text("1\n")
     extra = {
-        "__slurmd_service_manager": "standalone",
+        "common_service_manager": "standalone",
         "__slurmd_run_dir": str(run_dir),
-        "__slurmd_stop_base": ["true"],
+        "__daemon_stop_base": ["true"],
         "__slurmd_pam_sshd_file": str(pam / "sshd"),
         "__slurmd_pam_access_file": str(access),
         "__slurmd_health_program": str(tmp_path / "cluster-cli-health"),

@@ -40,28 +40,23 @@ def test_every_filter_is_registered_under_its_function_name() -> None:
         assert function is getattr(F, name), name
 
 
-# ---- service_manager --------------------------------------------------------------------------
+# ---- daemon_instances -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("requested", "fact", "expected"),
-    [
-        ("auto", "systemd", "systemd"),
-        ("auto", "sysvinit", "standalone"),
-        ("auto", "", "standalone"),
-        ("auto", None, "standalone"),
-        ("systemd", "sysvinit", "systemd"),  # an explicit choice wins over the fact
-        ("standalone", "systemd", "standalone"),
-        ("bogus", "systemd", "bogus"),  # passed through: roles/common's preflight rejects it
-        ("", "systemd", ""),
-    ],
-)
-def test_service_manager(requested: str, fact: str | None, expected: str) -> None:
-    assert F.service_manager(requested, fact) == expected
+def test_daemon_instances_put_each_name_into_unit_pidfile_and_arguments() -> None:
+    assert F.daemon_instances(["n1", "n2"], "slurmd@{name}.service", "/run/slurm/slurmd-{name}.pid",
+                              ["-D", "--conf-server", "ctl", "-N", "{name}"]) == [
+        {"name": "n1", "unit": "slurmd@n1.service", "pidfile": "/run/slurm/slurmd-n1.pid",
+         "args": ["-D", "--conf-server", "ctl", "-N", "n1"]},
+        {"name": "n2", "unit": "slurmd@n2.service", "pidfile": "/run/slurm/slurmd-n2.pid",
+         "args": ["-D", "--conf-server", "ctl", "-N", "n2"]},
+    ]
 
 
-def test_service_manager_without_the_fact_is_standalone() -> None:
-    assert F.service_manager("auto") == "standalone"
+def test_daemon_instances_of_no_names_and_without_arguments() -> None:
+    assert F.daemon_instances([], "u@{name}", "/p/{name}") == []
+    assert F.daemon_instances(["x"], "nvidia-persistenced", "") == [
+        {"name": "x", "unit": "nvidia-persistenced", "pidfile": "", "args": []}]
 
 
 # ---- role_default -----------------------------------------------------------------------------
