@@ -22,6 +22,7 @@ from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.errors import RefusedError
 from cluster_cli.host_command import HostCommand
 from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
+from cluster_cli.stranded import ask_controller
 
 # The checker gives each command 15 s; a host runs a few per node.
 HOST_TIMEOUT_S = 120
@@ -49,14 +50,17 @@ class HealthReport:
     cluster: str
     acted: bool
     nodes: list[NodeVerdict]
+    # nodes slurmctld holds allocated with no job on them (stranded.py): not drained (a drain
+    # frees nothing), reported with their evidence
+    stranded: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
-        return all(node.ok for node in self.nodes)
+        return all(node.ok for node in self.nodes) and not self.stranded
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "acted": self.acted, "healthy": self.healthy,
-                "nodes": [asdict(node) for node in self.nodes]}
+                "nodes": [asdict(node) for node in self.nodes], "stranded": self.stranded}
 
 
 def checker_argv(act: bool) -> list[str]:
@@ -121,8 +125,10 @@ def run_health(cluster: Cluster, act: bool = True) -> HealthReport:
 
         with ThreadPoolExecutor(max_workers=min(PARALLEL_HOSTS, max(len(hosts), 1))) as pool:
             verdicts = [verdict for found in pool.map(check, hosts) for verdict in found]
+        controller = cluster.inventory.controllers.primary
+        stranded = [node.evidence for node in ask_controller(lambda argv: runner.run(controller, argv))]
     verdicts.sort(key=lambda verdict: order.get(verdict.node, len(order)))
-    return HealthReport(cluster.name, act, verdicts)
+    return HealthReport(cluster.name, act, verdicts, stranded)
 
 
 def verdict_line(verdict: NodeVerdict) -> str:

@@ -22,6 +22,7 @@ from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as 
 from cluster_cli.probe import HostProbe, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
+from cluster_cli.stranded import JobOnNodes, NodeAllocation, stranded_nodes
 
 # Lines whose value is a secret are masked in every diff a plan prints.
 SECRET_LINE = re.compile(r"(?i)^(\s*[\w.]*(pass|password|secret|token|key)\w*\s*[=:]\s*)\S.*$")
@@ -67,6 +68,8 @@ class Plan:
     # hosts the deploy record does not know that hold this cluster's slurm.conf and munge key (a
     # lost record: deploy records them again from what they hold)
     unrecorded: list[str] = field(default_factory=list)
+    # nodes slurmctld holds allocated with no job on them (stranded.py), with their evidence
+    stranded: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -89,6 +92,7 @@ class Plan:
             "conflicts": self.conflicts,
             "running_jobs": self.jobs,
             "unrecorded": self.unrecorded,
+            "stranded": self.stranded,
             "exit_code": int(self.exit_code),
         }
 
@@ -129,6 +133,7 @@ def make_plan(
     primary = probes.get(cluster.inventory.controllers.primary)
     if primary is not None and primary.controller:
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
+        plan.stranded = _stranded(primary.controller)
     decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
     # the primary first: configless hosts without files follow its decision
@@ -173,6 +178,12 @@ def check_series(cluster: Cluster, version: str | None) -> None:
         problems = series_problems(cluster.inventory, cluster.source_file, version)
         if problems:
             raise InventoryError(problems)
+
+
+def _stranded(controller: dict[str, Any]) -> list[str]:
+    nodes = [NodeAllocation(node["name"], node["state"]) for node in controller.get("nodes", [])]
+    jobs = [JobOnNodes(job["state"], job.get("end", ""), job["nodes"]) for job in controller.get("jobs", [])]
+    return [node.evidence for node in stranded_nodes(nodes, jobs)]
 
 
 def _slurm_version(probes: dict[str, HostProbe]) -> str | None:

@@ -146,6 +146,8 @@ def print_plan(console: Console, plan: Plan, show_diff: bool) -> None:
         console.print(f"[red]{host}: cannot be probed: {reason}[/red]")
     for conflict in plan.conflicts:
         console.print(f"[red]conflict: {conflict}[/red]")
+    for evidence in plan.stranded:
+        console.print(f"allocated with no job: {evidence}", style="red", markup=False, soft_wrap=True)
     if plan.unrecorded:
         console.print(f"the deploy record does not know {', '.join(plan.unrecorded)}, which hold this cluster's "
                       "slurm.conf and munge key: deploy records them from what they hold", markup=False, soft_wrap=True)

@@ -13,6 +13,7 @@ from cluster_cli.host_command import HostCommand
 from cluster_cli.probe import HostProbe, probe_daemons
 from cluster_cli.resolve.clashes import daemon_ports
 from cluster_cli.node_states import is_usable
+from cluster_cli.stranded import ask_controller
 
 
 @dataclass
@@ -51,10 +52,12 @@ class ClusterStatus:
     accounting_up: bool | None = None
     accounting_message: str = ""
     daemons: list[DaemonStatus] = field(default_factory=list)
+    # nodes allocated with no job on them (stranded.py): each with its evidence
+    stranded: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
-        nodes_ok = all(is_usable(node.state) for node in self.nodes) and not self.missing_nodes
+        nodes_ok = all(is_usable(node.state) for node in self.nodes) and not self.missing_nodes and not self.stranded
         accounting_ok = self.accounting_up is not False
         daemons_ok = all(daemon.healthy for daemon in self.daemons)
         return self.controller_up and nodes_ok and accounting_ok and daemons_ok
@@ -103,6 +106,7 @@ def collect_status(cluster: Cluster) -> ClusterStatus:
                     seen.setdefault(node.name, node)
         status.nodes = list(seen.values())
         status.missing_nodes = [node.name for node in cluster.nodes if node.name not in seen]
+        status.stranded = [node.evidence for node in ask_controller(lambda argv: runner.run(controller, argv))]
         accounting = cluster.inventory.accounting
         status.accounting_enabled = accounting.enabled
         if accounting.enabled:

@@ -12,6 +12,7 @@ outlived its last job by ``STRANDED_AFTER_S``: a job's end and its release are n
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cluster_cli.hostlist import expand
@@ -25,13 +26,19 @@ JOB_COMMAND = ["squeue", "--all", "--noheader", "--states=all", "--format=%i|%T|
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
+# sinfo's states of a node some of whose resources are allocated (plan reads sinfo, not scontrol)
+ALLOCATED_STATES = frozenset({"mixed", "allocated"})
+
+
 @dataclass(frozen=True)
 class NodeAllocation:
+    """A node's allocated figures from `scontrol show node`, or (``cpus`` None) its sinfo state alone."""
+
     name: str
     state: str
-    cpus: int
-    memory_mb: int
-    tres: str  # AllocTRES, e.g. "cpu=1,mem=1.50G,gres/gpu=1"
+    cpus: int | None = None
+    memory_mb: int = 0
+    tres: str = ""  # AllocTRES, e.g. "cpu=1,mem=1.50G,gres/gpu=1"
 
     @property
     def gpus(self) -> int:
@@ -43,7 +50,35 @@ class NodeAllocation:
 
     @property
     def allocated(self) -> bool:
+        if self.cpus is None:
+            return self.state.strip().lower() in ALLOCATED_STATES
         return self.cpus > 0 or self.memory_mb > 0 or self.gpus > 0
+
+    @property
+    def figures(self) -> str:
+        if self.cpus is None:
+            return f"{self.state.lower()} (sinfo)"
+        return (f"{self.state.lower()} with {self.cpus} CPUs, {self.memory_mb} MB and {self.gpus} GPUs allocated "
+                "(scontrol show node)")
+
+
+@dataclass(frozen=True)
+class JobOnNodes:
+    """A job as `squeue --states=all` reports it: its state, its end time (text), its nodes."""
+
+    state: str
+    end: str
+    nodes: str
+
+
+def parse_jobs(text: str) -> list[JobOnNodes]:
+    """JOB_COMMAND's output."""
+    jobs = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) == 4:
+            jobs.append(JobOnNodes(parts[1].strip(), parts[2].strip(), parts[3].strip()))
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -75,20 +110,19 @@ def _epoch(text: str) -> float | None:
 
 
 def stranded_nodes(
-    nodes: list[NodeAllocation], jobs_text: str, now: float | None = None, after_s: float = STRANDED_AFTER_S,
+    nodes: list[NodeAllocation], jobs: list[JobOnNodes], now: float | None = None, after_s: float = STRANDED_AFTER_S,
 ) -> list[StrandedNode]:
     """The allocated nodes with no unfinished job whose allocation outlived their last job by
-    ``after_s``; ``jobs_text`` is JOB_COMMAND's output (times in the controller's local time)."""
+    ``after_s`` (the jobs' end times are the controller's local time)."""
     now = time.time() if now is None else now
     active: set[str] = set()
     last_end: dict[str, float] = {}
-    for line in jobs_text.splitlines():
-        parts = line.split("|")
-        if len(parts) != 4 or not parts[3] or parts[3] == "(null)":
+    for job in jobs:
+        if not job.nodes or job.nodes == "(null)":
             continue
-        job_state, ended = parts[1].strip(), _epoch(parts[2].strip())
-        for name in expand(parts[3].strip()):
-            if job_state not in TERMINAL_STATES:
+        ended = _epoch(job.end)
+        for name in expand(job.nodes):
+            if job.state not in TERMINAL_STATES:
                 active.add(name)
             elif ended is not None:
                 last_end[name] = max(ended, last_end.get(name, ended))
@@ -102,6 +136,15 @@ def stranded_nodes(
         since = (f"its last job ended {now - ended:.0f} s ago" if ended is not None
                  else "no job that ran there is still known to slurmctld")
         found.append(StrandedNode(node.name, (
-            f"{node.name}: {node.state.lower()} with {node.cpus} CPUs, {node.memory_mb} MB and {node.gpus} GPUs "
-            f"allocated (scontrol show node) but no job on it (squeue -w {node.name}: none); {since}")))
+            f"{node.name}: {node.figures} but no job on it (squeue -w {node.name}: none); {since}")))
     return found
+
+
+def ask_controller(run: Callable[[list[str]], tuple[int, str]]) -> list[StrandedNode]:
+    """The stranded nodes, from slurmctld's answers (``run`` runs a command on the primary
+    controller: exit code, output); none when it does not answer (status reports that itself)."""
+    code, nodes = run(NODE_COMMAND)
+    if code != 0:
+        return []
+    code, jobs = run(JOB_COMMAND)
+    return stranded_nodes(parse_nodes(nodes), parse_jobs(jobs)) if code == 0 else []

@@ -34,6 +34,8 @@ def status(inventory: Path, as_json: bool) -> None:
         console.print(node_table(report))
         for line in daemon_lines(report):
             console.print(line)
+        for evidence in report.stranded:
+            console.print(f"allocated with no job: {evidence}", style="red", markup=False, soft_wrap=True)
         verdict = "[green]healthy[/green]" if report.healthy else "[red]unhealthy[/red]"
         console.print(f"cluster is {verdict}")
     if not report.healthy:
@@ -64,6 +66,8 @@ def health(inventory: Path, as_json: bool, no_act: bool) -> None:
     else:
         for verdict in report.nodes:
             click.echo(verdict_line(verdict))
+        for evidence in report.stranded:
+            click.echo(f"allocated with no job: {evidence}")
         failed = sum(not verdict.ok for verdict in report.nodes)
         click.echo(f"health: {len(report.nodes) - failed} of {len(report.nodes)} nodes pass"
                    + ("" if report.acted else " (reported only: nothing drained or resumed)"))

@@ -177,13 +177,15 @@ def controller_facts(request: dict) -> dict:
             seen.add(parts[0])
             name, state, user, when, reason = parts
             facts["nodes"].append({"name": name, "state": state, "user": user, "time": when, "reason": reason})
-    code, output = _run(["squeue", "--all", "--noheader", "--states=RUNNING,PENDING,COMPLETING",
-                         "--format=%i|%T|%u|%N"], env)
+    # every state: the jobs that ended within MinJobAge too, with their end (%e), for plan's
+    # nodes allocated with no job (cluster_cli/stranded.py)
+    code, output = _run(["squeue", "--all", "--noheader", "--states=all", "--format=%i|%T|%u|%N|%e"], env)
     if code == 0:
         for line in output.splitlines():
             parts = line.split("|")
-            if len(parts) == 4:
-                facts["jobs"].append({"id": parts[0], "state": parts[1], "user": parts[2], "nodes": parts[3]})
+            if len(parts) == 5:
+                facts["jobs"].append({"id": parts[0], "state": parts[1], "user": parts[2], "nodes": parts[3],
+                                      "end": parts[4]})
     return facts
 
 

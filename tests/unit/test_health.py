@@ -34,11 +34,15 @@ class FakeHosts:
 
     sent: ClassVar[list[tuple[str, list[str]]]] = []
     answers: ClassVar[dict[str, tuple[int, str]]] = {}
+    # slurmctld's answers to the stranded-node questions (scontrol, squeue), asked of the controller
+    slurm: ClassVar[dict[str, tuple[int, str]]] = {}
 
     def __init__(self, cluster: object, workdir: Path):
         FakeHosts.sent = []
 
     def run(self, host: str, argv: list[str], timeout_s: float = 30) -> tuple[int, str]:
+        if argv[0] in ("scontrol", "squeue"):
+            return FakeHosts.slurm.get(argv[0], (0, ""))
         FakeHosts.sent.append((host, argv))
         return FakeHosts.answers[host]
 
@@ -46,6 +50,7 @@ class FakeHosts:
 @pytest.fixture
 def hosts(monkeypatch: pytest.MonkeyPatch) -> type[FakeHosts]:
     monkeypatch.setattr(health, "HostCommand", FakeHosts)
+    FakeHosts.slurm = {}
     return FakeHosts
 
 
@@ -147,3 +152,17 @@ def test_a_checker_missing_through_ansible_says_so() -> None:
     verdicts = health.parse_host(host, 2, ANSIBLE_NOT_INSTALLED)
     assert {verdict.error for verdict in verdicts} == {
         f"{HEALTH_PROGRAM_PATH} is not installed (deploy with health_check.enabled): Error executing command."}
+
+
+def test_a_node_allocated_with_no_job_makes_it_unhealthy_with_its_evidence_and_is_not_drained(
+    hosts: type[FakeHosts],
+) -> None:
+    names = ["h100-1", "h100-2", "l4-1", "cpu1", "cpu2"]
+    hosts.answers = {"localhost": (0, checker_output([passing(name) for name in names]))}
+    hosts.slurm = {"scontrol": (0, "NodeName=cpu2 CPUAlloc=2 AllocMem=2048 State=MIXED AllocTRES=cpu=2,mem=2G\n"),
+                   "squeue": (0, "7|COMPLETED|2020-01-01T00:00:00|cpu[1-2]\n")}
+    result = CliRunner().invoke(main, ["health", str(HETERO)])
+    assert result.exit_code == 1, result.output
+    assert "allocated with no job: cpu2: mixed with 2 CPUs, 2048 MB and 0 GPUs allocated" in result.output
+    assert "health: 5 of 5 nodes pass" in result.output
+    assert [argv[0] for _, argv in hosts.sent] == [HEALTH_PROGRAM_PATH]

@@ -5,6 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
+from cluster_cli import status as status_module
+
 from cluster_cli.loader import load_cluster
 from cluster_cli.probe import HostProbe, agent, daemon_request
 from cluster_cli.progress import daemon_lines
@@ -63,3 +67,35 @@ def test_every_daemon_up_is_healthy_and_a_host_that_cannot_be_asked_is_not() -> 
     assert status.healthy and daemon_lines(status) == ["daemons: all 8 running and listening"]
     status.daemons = daemon_statuses(cluster, {"localhost": HostProbe("localhost", error="ssh: timed out")})
     assert not status.healthy and status.failed_daemons[0].problem == "not reachable: ssh: timed out"
+
+
+def test_status_asks_slurmctld_for_nodes_allocated_with_no_job_and_is_unhealthy_with_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller's answers as status gets them (the HostCommand stand-in answers each
+    command); every daemon up, every node in a usable state, and still unhealthy."""
+    answers = {
+        "scontrol ping": "Slurmctld(primary) at localhost is UP",
+        "sinfo": "\n".join(f"{name}|{'mixed' if name == 'cpu2' else 'idle'}|none|(null)" for name in NODES),
+        "scontrol --oneliner": "NodeName=cpu2 CPUAlloc=1 AllocMem=1536 State=MIXED AllocTRES=cpu=1,mem=1.50G",
+        "squeue": "9|COMPLETED|2020-01-01T00:00:00|cpu2",
+        "sacctmgr": "hetero",
+    }
+
+    class Controller:
+        def __init__(self, cluster: object, workdir: Path):
+            pass
+
+        def run(self, host: str, argv: list[str], timeout_s: float = 30) -> tuple[int, str]:
+            key = next(key for key in answers if " ".join(argv).startswith(key))
+            return 0, answers[key]
+
+    monkeypatch.setattr(status_module, "HostCommand", Controller)
+    monkeypatch.setattr(status_module, "probe_daemons", lambda cluster: {"localhost": _answer()})
+    found = status_module.collect_status(load_cluster(HETERO))
+    assert [node.state for node in found.nodes].count("mixed") == 1 and not found.failed_daemons
+    assert not found.healthy
+    assert len(found.stranded) == 1
+    assert found.stranded[0].startswith("cpu2: mixed with 1 CPUs, 1536 MB and 0 GPUs allocated")
+    answers["squeue"] = "9|RUNNING|2030-01-01T00:00:00|cpu2"
+    assert status_module.collect_status(load_cluster(HETERO)).healthy
