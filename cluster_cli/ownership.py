@@ -93,7 +93,9 @@ def host_conflicts(cluster: Cluster, owner: dict[str, Any], rotating: bool) -> l
     if named and named != ours and claims:
         return [f"{{hosts}}: holds cluster '{named}' (its {conf} says ClusterName={named}; {', '.join(claims)}), "
                 f"not '{cluster.name}'. Nothing was changed. {FOREIGN_ADVICE}"]
-    secrets = (("munge key", owner.get("munge_key")), ("database password", owner.get("slurmdbd_password")))
+    secrets = (("munge key", owner.get("munge_key")),
+               (f"database password in {cluster.inventory.slurm.paths.conf_dir}/slurmdbd.conf",
+                owner.get("slurmdbd_password")))
     return [] if rotating else [
         f"The {name} on {{hosts}} is not the one in this control node's secrets directory (cluster-cli installed "
         f"it there; checksums compared, nothing is shown): another machine, user or HOME deployed it. Nothing was "

@@ -135,8 +135,9 @@ def test_a_change_that_restarts_slurmd_goes_one_node_at_a_time_and_the_job_runs_
     assert job_state(job) == "RUNNING" and steps <= step_pids(), "the job's slurmstepd did not survive"
     # each node was stopped only after slurmctld had seen the one before it start again
     tasks = [line for line in log_lines(applied.stdout) if line.startswith(("TASK [", "RUNNING HANDLER ["))]
-    order = [next(i for i, line in enumerate(tasks) if f"{what}: {node}]" in line)
-             for node in restarts for what in ("Stop the batch", "Wait until slurmctld sees the batch start again")]
+    order = [next(i for i, line in enumerate(tasks) if f"{what} {node}]" in line)
+             for node in restarts for what in ("Stop before the restart: slurmd",
+                                               "Wait until slurmctld sees the batch start again:")]
     assert order == sorted(order), "\n".join(tasks[-40:])
     run(["scancel", job])
     back = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))

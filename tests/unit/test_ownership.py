@@ -76,7 +76,8 @@ def test_the_answering_slurmctld_of_another_cluster_is_refused(local) -> None:
     assert reason is not None and "answers for cluster 'hetero', not 'local'" in reason
 
 
-@pytest.mark.parametrize(("field", "name"), [("munge_key", "munge key"), ("slurmdbd_password", "database password")])
+@pytest.mark.parametrize(("field", "name"), [("munge_key", "munge key"),
+                                             ("slurmdbd_password", "database password in /etc/slurm/slurmdbd.conf")])
 def test_secrets_cluster_cli_installed_that_are_not_ours_are_refused_unless_rotating(
     local, field: str, name: str,
 ) -> None:
@@ -92,7 +93,7 @@ def test_hosts_with_the_same_finding_share_one_line_each_secret_its_own(local) -
              "ctl": ownership.host_conflicts(local, _owner(munge_key="other", slurmdbd_password="other"), False),
              "login": ownership.host_conflicts(local, _owner(), False)}
     lines = ownership.conflict_lines({host: findings for host, findings in found.items() if findings})
-    assert [line[:40] for line in lines] == ["The munge key on c1, ctl is not the one ", "The database password on ctl is not the "]
+    assert [line[:40] for line in lines] == ["The munge key on c1, ctl is not the one ", "The database password in /etc/slurm/slur"]
 
 
 def test_the_plan_lists_a_foreign_host_as_a_conflict_and_none_of_its_differences_as_changes(tmp_path: Path) -> None:
