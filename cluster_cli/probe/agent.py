@@ -192,20 +192,30 @@ def controller_facts(request: dict) -> dict:
 SLURM_DAEMONS = ("slurmctld", "slurmd", "slurmdbd")
 
 
+def _pid_namespace(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None  # not ours to read (another user's process, as a user other than root)
+
+
 def running_programs(programs: tuple[str, ...]) -> list:
     """Which of ``programs`` run on this host (a process whose argv[0] is one of them), in one
-    pass over /proc."""
+    pass over /proc. A process of another PID namespace is a container's (a test bed's systemd
+    hosts run under nspawn on the same kernel), not this host's; one whose namespace cannot be
+    read counts."""
+    own = _pid_namespace("self")
     found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                program = handle.read().split(b"\0", 1)[0].decode("utf-8", "replace")
+                program = os.path.basename(handle.read().split(b"\0", 1)[0].decode("utf-8", "replace"))
         except OSError:
             continue
-        if os.path.basename(program) in programs:
-            found.add(os.path.basename(program))
+        if program in programs and _pid_namespace(entry) in (own, None):
+            found.add(program)
     return sorted(found)
 
 

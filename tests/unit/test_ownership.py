@@ -8,6 +8,8 @@ local cluster with a second cluster's inventory.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -172,6 +174,25 @@ def test_the_agent_finds_the_slurm_daemons_running_here(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare(1)")
+def test_a_daemon_of_another_pid_namespace_is_a_containers_not_this_hosts(tmp_path: Path) -> None:
+    """A test bed's nspawn hosts run slurmd on the same kernel: /proc shows them, and they are not
+    this host's daemons (seen: the local cluster's deploy refused while the bed ran beside it)."""
+    program = tmp_path / "slurmd"
+    program.symlink_to(sys.executable)
+    child = subprocess.Popen(["unshare", "--pid", "--fork", str(program), "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not subprocess.run(["pgrep", "-f", f"^{program}"], capture_output=True, check=False).stdout and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert subprocess.run(["pgrep", "-f", f"^{program}"], capture_output=True, check=False).stdout, "the child did not start"
+        assert "slurmd" not in agent.running_programs(("slurmd",))
+    finally:
+        child.kill()
+        child.wait()
+        subprocess.run(["pkill", "-f", f"^{program}"], check=False)
 
 
 def _foreign_probes(cluster, requests):
