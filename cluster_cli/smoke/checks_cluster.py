@@ -263,7 +263,10 @@ def check_dependency(ctx: CheckContext) -> CheckResult:
     out = f"--output={work}/slurm-%j.out"
     ok_job = ctx.session.sbatch([*args, out, str(ok_script)], cwd=work)
     next_job = ctx.session.sbatch([*args, out, f"--dependency=afterok:{ok_job}", str(after_ok)], cwd=work)
-    bad_job = ctx.session.sbatch([*args, out, str(bad_script)], cwd=work)
+    # After the afterok pair, not beside it: two batch jobs of one user starting at once on one node
+    # can lose Slurm 22.05's cgroup v1 cpuset race ("cpuset.cpus: Device or resource busy"), and the
+    # job whose launch failed is requeued and held (seen in a clean-clone CI run, 2026-11-27).
+    bad_job = ctx.session.sbatch([*args, out, f"--dependency=afterany:{next_job}", str(bad_script)], cwd=work)
     never_job = ctx.session.sbatch([*args, out, f"--dependency=afterok:{bad_job}", str(after_bad)], cwd=work)
     jobs = [ok_job, next_job, bad_job, never_job]
     try:
