@@ -186,6 +186,12 @@ def record_deployed(
     record = prepared.record
     record.forget([host for host in set(record.hosts) | set(record.reach)
                    if host not in prepared.cluster.hosts and host not in keep])
+    _record_hosts(prepared, files, hosts)
+
+
+def _record_hosts(prepared: Prepared, files: dict[str, list[HostFile]], hosts: list[str]) -> None:
+    """Write into the record what ``hosts`` hold and how to reach them, and save it."""
+    record = prepared.record
     record.update(files, hosts)
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
@@ -199,10 +205,7 @@ def recover_record(prepared: Prepared, files: dict[str, list[HostFile]], found: 
     changing = {change.host for change in found.changes}
     hosts = [host for host in found.unrecorded if host not in changing]
     if hosts:
-        record = prepared.record
-        record.update(files, hosts)
-        record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
-        record.save()
+        _record_hosts(prepared, files, hosts)
     return hosts
 
 
