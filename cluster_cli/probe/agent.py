@@ -75,6 +75,14 @@ def find_daemon(daemon: str) -> int | None:
     """The pid of ``daemon`` ("slurmctld", "slurmdbd" or "slurmd@NODE") found among the running
     processes: Slurm 24.11+ started by systemd (--systemd) writes no pid file."""
     program, _, node = daemon.partition("@")
+    for pid, argv in _processes():
+        if os.path.basename(argv[0]) == program and (not node or _names_node(argv, node)):
+            return int(pid)
+    return None
+
+
+def _processes():
+    """Each running process's pid (text) and argv, where /proc lets it be read."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -83,9 +91,8 @@ def find_daemon(daemon: str) -> int | None:
                 argv = [part.decode("utf-8", "replace") for part in handle.read().split(b"\0") if part]
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == program and (not node or _names_node(argv, node)):
-            return int(entry)
-    return None
+        if argv:
+            yield entry, argv
 
 
 def _names_node(argv: list, node: str) -> bool:
@@ -206,15 +213,9 @@ def running_programs(programs: tuple[str, ...]) -> list:
     read counts."""
     own = _pid_namespace("self")
     found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                program = os.path.basename(handle.read().split(b"\0", 1)[0].decode("utf-8", "replace"))
-        except OSError:
-            continue
-        if program in programs and _pid_namespace(entry) in (own, None):
+    for pid, argv in _processes():
+        program = os.path.basename(argv[0])
+        if program in programs and _pid_namespace(pid) in (own, None):
             found.add(program)
     return sorted(found)
 
