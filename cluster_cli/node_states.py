@@ -35,6 +35,17 @@ def is_usable(state: str) -> bool:
     return state.strip().lower() in USABLE_NODE_STATES
 
 
+# sinfo's states of a node some of whose resources are allocated (cluster_cli/stranded.py: such a
+# node with no job on it is capacity nobody can use).
+ALLOCATED_NODE_STATES = frozenset({"mixed", "allocated"})
+
+
+def is_allocated(state: str) -> bool:
+    """``sinfo %T`` state: ``mixed`` or ``allocated`` (a flagged one, ``mixed*``, is not responding:
+    status names that apart)."""
+    return state.strip().lower() in ALLOCATED_NODE_STATES
+
+
 def is_responding(state: str) -> bool:
     """Whether slurmctld hears from the node: not sinfo's ``idle*`` nor scontrol's ``IDLE*`` or
     ``IDLE+NOT_RESPONDING`` (scontrol writes the flag either way, by version)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cluster_cli.hostlist import expand
+from cluster_cli.node_states import is_allocated
 from cluster_cli.smoke.slurm import TERMINAL_STATES
 
 # How long an allocation may outlive the node's last job before it counts as stranded (issue 32:
@@ -24,10 +25,6 @@ STRANDED_AFTER_S = 30
 NODE_COMMAND = ["scontrol", "--oneliner", "show", "node"]
 JOB_COMMAND = ["squeue", "--all", "--noheader", "--states=all", "--format=%i|%T|%e|%N"]
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
-
-
-# sinfo's states of a node some of whose resources are allocated (plan reads sinfo, not scontrol)
-ALLOCATED_STATES = frozenset({"mixed", "allocated"})
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,7 @@ class NodeAllocation:
     @property
     def allocated(self) -> bool:
         if self.cpus is None:
-            return self.state.strip().lower() in ALLOCATED_STATES
+            return is_allocated(self.state)
         return self.cpus > 0 or self.memory_mb > 0 or self.gpus > 0
 
     @property
