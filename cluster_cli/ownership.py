@@ -2,7 +2,7 @@
 cluster does not own.
 
 A host belongs to another cluster when it is claimed (a Slurm daemon runs there, or cluster-cli
-installed its munge key or slurmdbd.conf: the markers the roles leave) and its slurm.conf names
+installed its munge key: the marker roles/munge leaves on every host) and its slurm.conf names
 another ClusterName, or when the slurmctld answering there is another cluster's. A host whose
 secrets cluster-cli installed but which are not this control node's is refused too: another
 machine, user or HOME deployed it, and a drain, a requeue or a stop from here would act on a
