@@ -182,7 +182,7 @@ def test_a_daemon_of_another_pid_namespace_is_a_containers_not_this_hosts(tmp_pa
     this host's daemons (seen: the local cluster's deploy refused while the bed ran beside it)."""
     program = tmp_path / "slurmd"
     program.symlink_to(sys.executable)
-    child = subprocess.Popen(["unshare", "--pid", "--fork", str(program), "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", str(program), "-c", "import time; time.sleep(30)"])
     try:
         deadline = time.monotonic() + 10
         while not subprocess.run(["pgrep", "-f", f"^{program}"], capture_output=True, check=False).stdout and time.monotonic() < deadline:
