@@ -13,7 +13,9 @@ import sys
 import click
 
 from cluster_cli import __version__
-from cluster_cli.commands import deploy_verbs, inventory_verbs, maintenance_verbs, node_verbs, smoke_verb, status_verbs
+from cluster_cli.commands import (
+    deploy_verbs, gpu_kit_verb, inventory_verbs, maintenance_verbs, node_verbs, smoke_verb, status_verbs,
+)
 from cluster_cli.commands.shared import QuickExit
 from cluster_cli.errors import ClusterCliError, ExitCode
 
@@ -67,7 +69,7 @@ def main() -> None:
 
 
 for verb in (
-    inventory_verbs.validate, inventory_verbs.render, inventory_verbs.bundle, inventory_verbs.schema,
+    inventory_verbs.validate, inventory_verbs.render, inventory_verbs.bundle, gpu_kit_verb.gpu_kit, inventory_verbs.schema,
     deploy_verbs.plan, deploy_verbs.deploy, maintenance_verbs.teardown, maintenance_verbs.upgrade,
     status_verbs.status, status_verbs.health, smoke_verb.smoke, node_verbs.nodes,
 ):

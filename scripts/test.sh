@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 
 # System tools the tests use: Slurm daemons for the rendered-config test, and debootstrap,
-# systemd-nspawn, dpkg-scanpackages and nc for the multi-host test bed. The deploy test installs
+# systemd-nspawn, dpkg-scanpackages and nc for the multi-host test bed, patchelf and readelf for
+# the GPU kit (cluster-cli gpu-kit). The deploy test installs
 # the rest (MariaDB, slurmdbd, ...) through the roles, as a user's deploy would.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq "$@"; }
   apt_get update
-  apt_get install -y --no-install-recommends slurmctld slurmd slurm-client munge \
+  apt_get install -y --no-install-recommends slurmctld slurmd slurm-client munge patchelf binutils \
     systemd-container debootstrap dpkg-dev netcat-openbsd gcc make >/dev/null
 fi
 # Slurm's own gpu_nvml.so for Debian's slurmd, built alone (about 20 s, cached per version), which

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,22 @@ def cgroup_v2_writable(root: Path = Path("/sys/fs/cgroup")) -> str | None:
     have = set((root / "cgroup.controllers").read_text().split())
     if not wanted <= have:
         return f"{root} lacks the controllers {sorted(wanted - have)}"
+    return None
+
+
+def unresolvable(node: str) -> str | None:
+    """None when Slurm can resolve ``node`` and listen here, else why not. Slurm asks getaddrinfo
+    with AI_ADDRCONFIG, which answers nothing (not even the wildcard address slurmctld listens
+    on) on a machine whose only interface is loopback."""
+    for host, flags in ((node, socket.AI_ADDRCONFIG), (None, socket.AI_ADDRCONFIG | socket.AI_PASSIVE)):
+        try:
+            socket.getaddrinfo(host, "6817", socket.AF_UNSPEC, socket.SOCK_STREAM, 0, flags)
+        except socket.gaierror as error:
+            what = node if host else "the address to listen on"
+            return (f"{what} does not resolve as Slurm asks (getaddrinfo with AI_ADDRCONFIG: {error.strerror}): "
+                    "Slurm needs the hostname in /etc/hosts and an interface with an address other than "
+                    "loopback (a machine with loopback alone has none), e.g. a dummy interface: `ip link add "
+                    "proof0 type dummy && ip addr add 192.0.2.1/24 dev proof0 && ip link set proof0 up`")
     return None
 
 

@@ -83,6 +83,9 @@ class Proof:
             init=machine.init_system(),
             cgroups=self.cgroups_reason or "cgroup v2, writable",
         )
+        unresolvable = machine.unresolvable(self.node)
+        if unresolvable:
+            self.stop("machine", unresolvable, started)
         if not self.gpus or listed != len(self.gpus):
             self.stop("machine", f"nvidia-smi lists {listed} GPU(s) and queries {len(self.gpus)}: no driver to prove",
                       started)
@@ -97,6 +100,9 @@ class Proof:
     # 3. the inventory, rendered by cluster-cli
     def render(self, cgroups: bool | None = None) -> None:
         started = time.monotonic()
+        # the wheels first: cluster_cli.errors is standard library, the loader is not
+        from cluster_cli.errors import ClusterCliError
+
         use = self.cgroups_reason is None if cgroups is None else cgroups
         if use:
             self.made_slice = daemons.make_system_slice() or self.made_slice
@@ -109,7 +115,7 @@ class Proof:
         path = self.args.out / "inventory.yaml"
         try:
             self.cluster = inventory.write_and_render(path, data, self.layout, self.node)
-        except Exception as error:  # the product's message names the file, line and field
+        except ClusterCliError as error:  # the product's message names the file, line and field
             self.stop("render", f"cluster-cli could not render the inventory: {error}", started)
         self.cgroups_used = use
         how = "cgroup v2 (IgnoreSystemd)" if use else f"no cgroups ({self.cgroups_reason or 'fallback'})"

@@ -11,18 +11,20 @@ the machine's Python. Made in a temporary directory beside ``out`` and renamed a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cluster_cli
 from cluster_cli import apt_repo
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.gpu_kit import elf
+from cluster_cli.smoke.target import DEFAULT_TRAINING_DIR
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "slurm-wlm-basic-plugins", "munge", "libmunge2")
 #: The programs the proof runs, by their name in the kit (sbin/, bin/) and in the packages.
@@ -48,6 +50,23 @@ RENDER_REQUIREMENTS = ("pydantic>=2.6,<3", "pyyaml>=6.0,<7", "click>=8.1,<9", "j
 #: The Pythons whose wheels the kit carries (pydantic-core is built per version).
 PYTHON_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 APT_CACHE = Path("/var/cache/cluster-cli/gpu-kit")
+#: scripts/build-nvml-plugin.sh's builds, one directory per slurmd version.
+PLUGIN_CACHE = Path(os.environ.get("CLUSTER_CLI_NVML_PLUGIN_CACHE", "/var/cache/cluster-cli/nvml-plugin"))
+
+
+@dataclass
+class KitManifest:
+    """kit.json: what the kit holds; ``run`` reads ``glibc_floor`` before anything else."""
+
+    release: str
+    slurm_version: str
+    glibc_floor: str
+    carried_libraries: list[str]
+    dropped_plugins: dict[str, list[str]]
+    total_bytes: int
+    files: int
+    make_s: float
+    made: str
 
 
 class GpuKitError(ClusterCliError):
@@ -69,6 +88,28 @@ def slurm_version() -> str:
     if done.returncode != 0 or not done.stdout:
         raise GpuKitError("slurmd is not installed here: the kit is made on a machine with Debian's slurmd")
     return done.stdout.strip()
+
+
+def this_release() -> str:
+    """This machine's Debian release: the kit's packages and plugin are this machine's Slurm's."""
+    from cluster_cli.bundle.nvml_plugin import control_node_platform
+
+    release, arch = control_node_platform()
+    if not release or arch != apt_repo.ARCH:
+        raise GpuKitError(f"the kit is made on a Debian {apt_repo.ARCH} machine (this one: "
+                          f"{release or 'no Debian release'}, {arch or 'no dpkg'})")
+    return release
+
+
+def plugin_for(given: Path | None) -> Path:
+    """The gpu_nvml.so to carry: ``given``, else scripts/build-nvml-plugin.sh's build for this slurmd."""
+    if given is not None:
+        return given
+    built = PLUGIN_CACHE / slurm_version() / "gpu_nvml.so"
+    if not built.is_file():
+        raise GpuKitError(f"no gpu_nvml.so at {built}: build it with scripts/build-nvml-plugin.sh "
+                          "(about 20 s, needs the Debian mirror) or give --nvml-plugin")
+    return built
 
 
 def fetch_packages(release: str, version: str, pool: Path) -> list[Path]:
@@ -156,16 +197,18 @@ def assemble_root(staging: Path, plugin: Path, root: Path) -> KitContents:
 def carry_python(kit: Path) -> None:
     """cluster-cli's package and training/ under python/, the renderer's wheels under wheels/."""
     package = Path(cluster_cli.__file__).resolve().parent
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    # share/: an installed wheel's copy of the roles and training/, which the proof does not run
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "share")
     shutil.copytree(package, kit / "python" / "cluster_cli", ignore=ignore)
-    shutil.copytree(package.parent / "training", kit / "python" / "training", ignore=ignore)
+    # beside the package, where the smoke suite looks for it first (smoke.target)
+    shutil.copytree(DEFAULT_TRAINING_DIR, kit / "python" / "training", ignore=ignore)
     shutil.copy2(package / "gpu_proof" / "run.sh", kit / "run")
     wheels = kit / "wheels"
     for version in PYTHON_VERSIONS:
         apt_repo.pip_download(wheels, list(RENDER_REQUIREMENTS), [], version)
 
 
-def make_kit(out: Path, release: str, plugin: Path) -> dict[str, object]:
+def make_kit(out: Path, release: str, plugin: Path) -> KitManifest:
     """Make the kit at ``out`` (missing, empty or an earlier kit); returns kit.json's content."""
     if out.exists() and any(out.iterdir()) and not (out / "kit.json").is_file():
         raise GpuKitError(f"{out}: exists and is not a GPU kit; give a new or empty directory")
@@ -183,22 +226,23 @@ def make_kit(out: Path, release: str, plugin: Path) -> dict[str, object]:
             archive.add(work / "root", arcname="root")
         carry_python(kit)
         manifest = _manifest(kit, release, version, contents, time.monotonic() - started)
-        (kit / "kit.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (kit / "kit.json").write_text(json.dumps(asdict(manifest), indent=2) + "\n")
         if out.exists():
             shutil.rmtree(out)
         kit.rename(out)
     return manifest
 
 
-def _manifest(kit: Path, release: str, version: str, contents: KitContents, seconds: float) -> dict[str, object]:
-    files = {str(p.relative_to(kit)): p.stat().st_size for p in sorted(kit.rglob("*")) if p.is_file()}
-    return {
-        "release": release,
-        "slurm_version": version,
-        "glibc_floor": "%d.%d" % contents.glibc_floor,
-        "carried_libraries": contents.carried_libraries,
-        "dropped_plugins": contents.dropped_plugins,
-        "total_bytes": sum(files.values()),
-        "make_s": round(seconds, 1),
-        "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+def _manifest(kit: Path, release: str, version: str, contents: KitContents, seconds: float) -> KitManifest:
+    sizes = [path.stat().st_size for path in kit.rglob("*") if path.is_file()]
+    return KitManifest(
+        release=release,
+        slurm_version=version,
+        glibc_floor="{}.{}".format(*contents.glibc_floor),
+        carried_libraries=contents.carried_libraries,
+        dropped_plugins=contents.dropped_plugins,
+        total_bytes=sum(sizes),
+        files=len(sizes),
+        make_s=round(seconds, 1),
+        made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
