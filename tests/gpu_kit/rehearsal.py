@@ -109,6 +109,7 @@ def nspawn(root: Path, kit: Path, out: Path, command: list[str], binds_ro: list[
     cached root, the kit read-only at /kit, results at /out."""
     argv = ["systemd-nspawn", "-D", str(root), "--volatile=overlay", "--network-veth", "--register=no",
             "--keep-unit", "--as-pid2", "--capability=all", "--hostname=gpu-rehearsal", "--quiet",
+            f"--machine=gpurehearsal{os.getpid() % 100000}",  # its own veth name beside a second run
             "--link-journal=no", "--resolv-conf=off", "--timezone=off",
             f"--bind-ro={kit}:/kit", f"--bind={out}:/out"]  # fmt: skip
     argv += [f"--bind-ro={source}:{target}" for source, target in binds_ro]
