@@ -45,8 +45,9 @@ FROM_MACHINE = elf.GLIBC_SONAMES | {"libnvidia-ml.so.1"}
 #: RUNPATHs by where a file lands in the kit.
 RUNPATH = {"sbin": "$ORIGIN/../lib:$ORIGIN/../lib/slurm", "bin": "$ORIGIN/../lib:$ORIGIN/../lib/slurm",
            "lib": "$ORIGIN:$ORIGIN/slurm", "lib/slurm": "$ORIGIN:$ORIGIN/.."}  # fmt: skip
-#: What the renderer needs beyond the standard library and what a torch Python has.
-RENDER_REQUIREMENTS = ("pydantic>=2.6,<3", "pyyaml>=6.0,<7", "click>=8.1,<9", "jinja2>=3.1,<4", "rich>=13,<16")
+#: What the proof needs beyond the standard library: the renderer's packages and NVML's binding.
+RENDER_REQUIREMENTS = ("pydantic>=2.6,<3", "pyyaml>=6.0,<7", "click>=8.1,<9", "jinja2>=3.1,<4", "rich>=13,<16",
+                       "nvidia-ml-py>=12")  # the last: NVIDIA's binding, for the GPU exporter's step
 #: The Pythons whose wheels the kit carries (pydantic-core is built per version).
 PYTHON_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 APT_CACHE = Path("/var/cache/cluster-cli/gpu-kit")

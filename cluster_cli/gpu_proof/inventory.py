@@ -19,16 +19,17 @@ from cluster_cli.gpu_proof.machine import Cpus
 
 #: Ports away from a Slurm the machine may already run (6817-6819).
 CTLD_PORT, SLURMD_PORT = 26817, 26818
-RENDERER_MODULES = ("pydantic", "yaml", "click", "jinja2", "rich")
+#: What the proof imports beyond the standard library: the renderer's needs and NVML's binding.
+KIT_MODULES = ("pydantic", "yaml", "click", "jinja2", "rich", "pynvml")
 
 
 def use_wheels(wheels: Path, site: Path) -> list[str]:
-    """Unpack into ``site`` (first on sys.path) the kit's wheels of what this Python lacks for
-    the renderer; the wheels of other Python versions are left alone. Returns what was unpacked."""
+    """Unpack into ``site`` (first on sys.path) the kit's wheels when this Python lacks one of
+    KIT_MODULES; the wheels of other Python versions are left alone. Returns what was unpacked."""
     import importlib.util
 
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    missing = [name for name in RENDERER_MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in KIT_MODULES if importlib.util.find_spec(name) is None]
     if not missing:
         return []
     unpacked = []

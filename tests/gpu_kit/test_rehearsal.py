@@ -61,7 +61,7 @@ def test_the_proof_passes_in_a_root_of_another_release(kit: Path, tmp_path: Path
     assert rc == 0, output[-3000:]
     assert {name: step["verdict"] for name, step in steps.items()} == {
         "machine-check": "pass", "kit": "pass", "machine": "pass", "render": "pass", "daemons": "pass",
-        "autodetect": "pass", "device-cgroup": "skip", "smoke": "pass",
+        "autodetect": "pass", "device-cgroup": "skip", "gpu-metrics": "pass", "smoke": "pass",
     }  # fmt: skip
     assert "glibc 2.41 >= " in str(steps["machine-check"]["says"])
     assert steps["autodetect"]["details"]["found_by_nvml"] == rehearsal.GPUS  # type: ignore[index]

@@ -69,3 +69,17 @@ SAME_FIELD(emu_memory_t, nvmlMemory_t, free);
 SAME_FIELD(emu_memory_t, nvmlMemory_t, used);
 
 SAME(sizeof(emu_device_handle_t), sizeof(nvmlDevice_t));
+
+SAME(sizeof(emu_utilization_t), sizeof(nvmlUtilization_t));
+SAME_FIELD(emu_utilization_t, nvmlUtilization_t, gpu);
+SAME_FIELD(emu_utilization_t, nvmlUtilization_t, memory);
+SAME(sizeof(emu_process_info_t), sizeof(nvmlProcessInfo_t));
+SAME_FIELD(emu_process_info_t, nvmlProcessInfo_t, pid);
+SAME_FIELD(emu_process_info_t, nvmlProcessInfo_t, usedGpuMemory);
+SAME_FIELD(emu_process_info_t, nvmlProcessInfo_t, gpuInstanceId);
+SAME_FIELD(emu_process_info_t, nvmlProcessInfo_t, computeInstanceId);
+SAME(EMU_TEMPERATURE_GPU, NVML_TEMPERATURE_GPU);
+SAME(EMU_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_CORRECTED);
+SAME(EMU_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED);
+SAME(EMU_VOLATILE_ECC, NVML_VOLATILE_ECC);
+SAME(EMU_AGGREGATE_ECC, NVML_AGGREGATE_ECC);

@@ -110,11 +110,13 @@ def test_without_a_config_file_there_is_no_driver(lib: Path, tmp_path: Path, mon
     assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == UNINITIALIZED
 
 
+@pytest.mark.parametrize("line", ["colour = green", "utilization_gpu = 101", "processes = 12", "processes = 1:x",
+                                  "temperature_c = hot"])
 def test_a_malformed_config_is_an_error_naming_the_line(
-    lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], line: str
 ) -> None:
     bad = tmp_path / "bad.conf"
-    bad.write_text("[gpu 0]\nname = x\ncolour = green\n")
+    bad.write_text(f"[gpu 0]\nname = x\n{line}\n")
     monkeypatch.setenv("CLUSTER_CLI_NVML_EMULATOR_CONF", str(bad))
     assert ctypes.CDLL(str(lib)).nvmlInit_v2() == UNKNOWN
     assert f"nvml-emulator: {bad}:3: unknown key or bad value" in capfd.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -177,3 +178,36 @@ def test_the_loader_reads_the_proofs_json_inventory_with_line_numbers(tmp_path: 
     (tmp_path / "inventory.yaml").write_text(json.dumps(data, indent=2))
     with pytest.raises(Exception, match=r"inventory.yaml:\d+: node_groups\[0\]\.gpus\.count"):
         load_cluster(tmp_path / "inventory.yaml")
+
+
+def _samples(uuid: str, memory_bytes: int, temperature: float, job: str | None) -> list[tuple[str, dict[str, str], float]]:
+    labels = {"gpu": "0", "uuid": uuid}
+    samples = [("info", {**labels, "name": "NVIDIA H200"}, 1.0), ("memory_total_bytes", labels, float(memory_bytes)),
+               ("temperature_celsius", labels, temperature), ("power_watts", labels, 89.1)]
+    if job is not None:
+        samples.append(("slurm_job", {**labels, "job": job}, 1.0))
+    return samples
+
+
+def test_a_scrape_that_agrees_with_nvidia_smi_and_the_holding_job_is_no_problem() -> None:
+    assert steps.metrics_problems(_samples(H200.uuid, 143771 << 20, 35, "4"), [H200], "4") == []
+
+
+@pytest.mark.parametrize(("samples", "job", "says"), [
+    (_samples("GPU-other", 143771 << 20, 35, "4"), "4", "the exporter lists GPUs ['GPU-other']"),
+    (_samples(H200.uuid, 81559 << 20, 35, "4"), "4", "memory total 81559 MiB, nvidia-smi 143771 MiB"),
+    (_samples(H200.uuid, 143771 << 20, 0, "4"), "4", "temperature_celsius 0 outside 1..120"),
+    (_samples(H200.uuid, 143771 << 20, 35, None), "4", "is not named on"),
+    (_samples(H200.uuid, 143771 << 20, 35, "5"), "4", "is not named on"),
+])  # fmt: skip
+def test_each_disagreement_of_the_exporter_is_named(samples: list[tuple[str, dict[str, str], float]],
+                                                    job: str, says: str) -> None:
+    assert any(says in problem for problem in steps.metrics_problems(samples, [H200], job))
+
+
+def test_the_monitoring_page_lists_every_metric_the_exporter_serves() -> None:
+    from cluster_cli.exporters import gpu_metrics
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
+    listed = set(re.findall(r"^\| `cluster_gpu_(\w+)` \| (\w+) \|", page, re.MULTILINE))
+    assert listed == {(name, kind) for name, (kind, _) in gpu_metrics.METRICS.items()}

@@ -13,6 +13,9 @@
  *   uuid = GPU-...            pci_bus_id = 00000000:18:00.0     minor = 0
  *   memory_mib = 81559        cpu_affinity = 0-15,32-47         nvlink_peers = 1,1,2,3
  *   mig = off | on | unsupported      mig_devices = 2   mig_slices = 3   mig_memory_mib = 40448
+ *   memory_used_mib = 1024    utilization_gpu = 87   utilization_memory = 40 (percent)
+ *   temperature_c = 45        power_mw = 312000      ecc_corrected = 0   ecc_uncorrected = 0
+ *   processes = 4242:1024,4243:512       (pid:MiB of the processes using the GPU)
  *
  * Sections are numbered 0, 1, ... in order; every key has a default (see gpu_defaults).
  * Functions the emulator does not model answer NVML_ERROR_NOT_SUPPORTED.
@@ -31,6 +34,7 @@
 #define CONF_DEFAULT "/etc/cluster-cli/nvml-emulator.conf"
 #define MAX_GPUS 64
 #define MAX_MIG 7 /* what nvmlDeviceGetMaxMigDeviceCount answers on A100/H100 */
+#define MAX_PROCESSES 16
 #define MAX_CPUS 4096
 #define LONG_BITS (8 * sizeof(unsigned long))
 #define MIN_GFX_CLOCK 210
@@ -56,6 +60,10 @@ struct emu_device {
     unsigned int mig_devices, mig_slices;
     unsigned long long mig_memory_mib;
     unsigned int mem_clock, gfx_clock_max, app_mem_clock, app_gfx_clock;
+    unsigned long long memory_used_mib, ecc_corrected, ecc_uncorrected;
+    unsigned int utilization_gpu, utilization_memory, temperature_c, power_mw;
+    emu_process_info_t processes[MAX_PROCESSES];
+    unsigned int process_count;
 };
 
 /* roles/nvml_emulator tells its own library from a driver's by this string. */
@@ -148,6 +156,8 @@ static void gpu_defaults(struct emu_device *gpu, unsigned int index)
     gpu->mig_memory_mib = 40448; /* named 40gb, as Slurm rounds it */
     gpu->mem_clock = gpu->app_mem_clock = 2619;
     gpu->gfx_clock_max = gpu->app_gfx_clock = 1980;
+    gpu->temperature_c = 30;
+    gpu->power_mw = 70000; /* an idle H100's draw */
     {
         char bus[32];
 
@@ -177,6 +187,44 @@ static int set_uint(unsigned int *dst, const char *v)
     if (end == v || *end)
         return -1;
     *dst = (unsigned int)n;
+    return 0;
+}
+
+static int set_ull(unsigned long long *dst, const char *v)
+{
+    char *end;
+    unsigned long long n = strtoull(v, &end, 0);
+
+    if (end == v || *end)
+        return -1;
+    *dst = n;
+    return 0;
+}
+
+/* "pid:MiB,pid:MiB" */
+static int parse_processes(const char *v, struct emu_device *gpu)
+{
+    const char *p = v;
+
+    gpu->process_count = 0;
+    while (*p) {
+        char *end;
+        unsigned long pid = strtoul(p, &end, 10);
+        unsigned long long mib;
+
+        if (end == p || *end != ':' || gpu->process_count == MAX_PROCESSES)
+            return -1;
+        p = end + 1;
+        mib = strtoull(p, &end, 10);
+        if (end == p || (*end && *end != ','))
+            return -1;
+        gpu->processes[gpu->process_count].pid = (unsigned int)pid;
+        gpu->processes[gpu->process_count].usedGpuMemory = mib << 20;
+        gpu->processes[gpu->process_count].gpuInstanceId = 0xFFFFFFFF; /* not MIG */
+        gpu->processes[gpu->process_count].computeInstanceId = 0xFFFFFFFF;
+        gpu->process_count++;
+        p = *end ? end + 1 : end;
+    }
     return 0;
 }
 
@@ -212,6 +260,22 @@ static int set_gpu_key(struct emu_device *gpu, const char *k, const char *v)
         return set_uint(&gpu->mig_devices, v) || gpu->mig_devices > MAX_MIG ? -1 : 0;
     else if (!strcmp(k, "mig_slices"))
         return set_uint(&gpu->mig_slices, v);
+    else if (!strcmp(k, "memory_used_mib"))
+        return set_ull(&gpu->memory_used_mib, v);
+    else if (!strcmp(k, "utilization_gpu"))
+        return set_uint(&gpu->utilization_gpu, v) || gpu->utilization_gpu > 100 ? -1 : 0;
+    else if (!strcmp(k, "utilization_memory"))
+        return set_uint(&gpu->utilization_memory, v) || gpu->utilization_memory > 100 ? -1 : 0;
+    else if (!strcmp(k, "temperature_c"))
+        return set_uint(&gpu->temperature_c, v);
+    else if (!strcmp(k, "power_mw"))
+        return set_uint(&gpu->power_mw, v);
+    else if (!strcmp(k, "ecc_corrected"))
+        return set_ull(&gpu->ecc_corrected, v);
+    else if (!strcmp(k, "ecc_uncorrected"))
+        return set_ull(&gpu->ecc_uncorrected, v);
+    else if (!strcmp(k, "processes"))
+        return parse_processes(v, gpu);
     else
         return -1;
     return 0;
@@ -539,8 +603,73 @@ EXPORT ret_t nvmlDeviceGetMemoryInfo(handle_t d, emu_memory_t *memory)
     if (rc)
         return rc;
     memory->total = d->memory_mib << 20;
-    memory->used = 0;
-    memory->free = memory->total;
+    memory->used = d->memory_used_mib << 20;
+    memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
+    return EMU_SUCCESS;
+}
+
+EXPORT ret_t nvmlDeviceGetUtilizationRates(handle_t d, emu_utilization_t *utilization)
+{
+    ret_t rc = check_out(d, utilization, is_gpu);
+
+    if (rc)
+        return rc;
+    utilization->gpu = d->utilization_gpu;
+    utilization->memory = d->utilization_memory;
+    return EMU_SUCCESS;
+}
+
+EXPORT ret_t nvmlDeviceGetTemperature(handle_t d, int sensor, unsigned int *temperature)
+{
+    ret_t rc = check_out(d, temperature, is_gpu);
+
+    if (rc)
+        return rc;
+    if (sensor != EMU_TEMPERATURE_GPU)
+        return EMU_ERROR_INVALID_ARGUMENT;
+    *temperature = d->temperature_c;
+    return EMU_SUCCESS;
+}
+
+EXPORT ret_t nvmlDeviceGetPowerUsage(handle_t d, unsigned int *milliwatts)
+{
+    ret_t rc = check_out(d, milliwatts, is_gpu);
+
+    if (rc)
+        return rc;
+    *milliwatts = d->power_mw;
+    return EMU_SUCCESS;
+}
+
+/* Volatile and aggregate counters answer the same: the emulator has no reboots to tell apart. */
+EXPORT ret_t nvmlDeviceGetTotalEccErrors(handle_t d, int error_type, int counter_type, unsigned long long *count)
+{
+    ret_t rc = check_out(d, count, is_gpu);
+
+    if (rc)
+        return rc;
+    if ((counter_type != EMU_VOLATILE_ECC && counter_type != EMU_AGGREGATE_ECC) ||
+        (error_type != EMU_MEMORY_ERROR_TYPE_CORRECTED && error_type != EMU_MEMORY_ERROR_TYPE_UNCORRECTED))
+        return EMU_ERROR_INVALID_ARGUMENT;
+    *count = error_type == EMU_MEMORY_ERROR_TYPE_CORRECTED ? d->ecc_corrected : d->ecc_uncorrected;
+    return EMU_SUCCESS;
+}
+
+/* As NVML: with too small a buffer (or none) the count needed and INSUFFICIENT_SIZE, or SUCCESS
+ * and 0 when no process uses the GPU. */
+EXPORT ret_t nvmlDeviceGetComputeRunningProcesses_v3(handle_t d, unsigned int *count, emu_process_info_t *infos)
+{
+    ret_t rc = check_out(d, count, is_gpu);
+
+    if (rc)
+        return rc;
+    if (*count < d->process_count || (!infos && d->process_count)) {
+        *count = d->process_count;
+        return EMU_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = d->process_count;
+    if (d->process_count)
+        memcpy(infos, d->processes, d->process_count * sizeof(*infos));
     return EMU_SUCCESS;
 }
 

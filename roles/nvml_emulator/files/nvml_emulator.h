@@ -75,6 +75,26 @@ typedef struct {
     unsigned long long used;
 } emu_memory_t;
 
+/* nvmlUtilization_t (nvmlDeviceGetUtilizationRates): percent of the last sample period */
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} emu_utilization_t;
+
+/* nvmlProcessInfo_t (nvmlDeviceGetComputeRunningProcesses_v3) */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} emu_process_info_t;
+
+#define EMU_TEMPERATURE_GPU 0
+#define EMU_MEMORY_ERROR_TYPE_CORRECTED 0
+#define EMU_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define EMU_VOLATILE_ECC 0
+#define EMU_AGGREGATE_ECC 1
+
 /* nvmlDevice_t is an opaque pointer; the emulator's handles point at these. */
 typedef struct emu_device *emu_device_handle_t;
 
