@@ -1,0 +1,118 @@
+"""cluster_cli.exporters.slurm_metrics from outputs Debian's Slurm 22.05 printed (a drained node
+with a running, a pending and a held job; tests/unit/data/slurm_metrics/22.05), and its behaviour
+when slurmctld or slurmdbd stop answering."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster_cli.exporters import slurm_metrics as metrics
+
+DATA = Path(__file__).parent / "data" / "slurm_metrics" / "22.05"
+SUBMITTED = 1795817891.0  # the jobs' submit time in squeue.txt, 2026-11-27T22:18:11 UTC
+
+
+def recorded(argv: list[str]) -> metrics.Answer:
+    return metrics.Answer(True, (DATA / f"{argv[0]}.txt").read_text())
+
+
+def test_the_recorded_cluster_as_metrics() -> None:
+    samples = metrics.Exporter(run=recorded, clock=lambda: SUBMITTED + 9).scrape()
+    expected = [
+        ("up", {}, 1), ("stale_seconds", {}, 0),
+        ("nodes", {"partition": "gpu", "state": "draining"}, 1),
+        ("drained_nodes", {"reason": "gpu 1 hot"}, 1),
+        ("cpus", {"partition": "gpu", "state": "allocated"}, 1), ("cpus", {"partition": "gpu", "state": "total"}, 2),
+        ("memory_bytes", {"partition": "gpu", "state": "allocated"}, 11449 << 20),
+        ("memory_bytes", {"partition": "gpu", "state": "total"}, 22899 << 20),
+        ("gpus", {"partition": "gpu", "type": "h200", "state": "allocated"}, 1),
+        ("gpus", {"partition": "gpu", "type": "h200", "state": "total"}, 2),
+        ("jobs", {"partition": "gpu", "account": "", "state": "pending"}, 2),
+        ("jobs", {"partition": "gpu", "account": "", "state": "running"}, 1),
+        ("pending_jobs", {"partition": "gpu", "reason": "JobHeldUser"}, 1),
+        ("pending_jobs", {"partition": "gpu", "reason": "NodeDown"}, 1),
+        ("queue_wait_max_seconds", {"partition": "gpu"}, 9), ("queue_wait_seconds_sum", {"partition": "gpu"}, 18),
+        ("scheduler", {"figure": "server_threads"}, 3), ("scheduler", {"figure": "jobs_submitted"}, 9),
+        ("scheduler", {"figure": "main_last_cycle"}, 159), ("scheduler", {"figure": "main_mean_cycle"}, 668),
+        ("scheduler", {"figure": "backfill_last_cycle"}, 0),
+    ]  # fmt: skip
+    for sample in expected:
+        assert sample in samples, sample
+
+
+def test_when_slurmctld_stops_answering_the_last_figures_are_served_marked_stale() -> None:
+    now = [1000.0]
+    answering = [True]
+    exporter = metrics.Exporter(run=lambda argv: recorded(argv) if answering[0] else metrics.Answer(False, "down"),
+                                clock=lambda: now[0])
+    good = exporter.scrape()
+    answering[0], now[0] = False, 1030.0
+    stale = exporter.scrape()
+    assert ("up", {}, 0) in stale and ("stale_seconds", {}, 30.0) in stale
+    assert [s for s in stale if s[0] == "nodes"] == [s for s in good if s[0] == "nodes"]
+    text = metrics.exposition(stale)
+    assert "cluster_slurm_up 0\n" in text and "cluster_slurm_stale_seconds 30\n" in text
+
+
+def test_before_any_answer_nothing_but_up_0_is_served() -> None:
+    samples = metrics.Exporter(run=lambda argv: metrics.Answer(False, "down")).scrape()
+    assert [name for name, _, _ in samples] == ["up", "stale_seconds", "scrape_seconds"]
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_slurmdbd_is_asked_with_accounting(answers: bool) -> None:
+    def run(argv: list[str]) -> metrics.Answer:
+        return metrics.Answer(answers, "x") if argv[0] == "sacctmgr" else recorded(argv)
+
+    assert ("slurmdbd_up", {}, int(answers)) in metrics.Exporter(accounting=True, run=run).scrape()
+    assert not [s for s in metrics.Exporter(run=run).scrape() if s[0] == "slurmdbd_up"]
+
+
+def test_a_call_that_hangs_is_cut_at_its_timeout() -> None:
+    answer = metrics.call([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert not answer.ok and "timed out" in answer.text
+
+
+@pytest.mark.parametrize(("gres", "counts"), [
+    ("gpu:h100:8(S:0-1)", {"h100": 8}), ("gpu:4", {"": 4}), ("(null)", {}),
+    ("gpu:h100:2(IDX:0-1),gpu:a100:1(IDX:2)", {"h100": 2, "a100": 1}), ("gpu:h200:0(IDX:N/A)", {"h200": 0}),
+])  # fmt: skip
+def test_gpu_gres_strings(gres: str, counts: dict[str, int]) -> None:
+    assert metrics.gpu_counts(gres) == counts
+
+
+@pytest.mark.parametrize(("state", "label"), [
+    ("idle", "idle"), ("IDLE*", "idle+not_responding"), ("mixed+drain", "mixed+drain"), ("drained", "drained"),
+    ("down*", "down+not_responding"), ("allocated#", "allocated"),
+])  # fmt: skip
+def test_node_state_labels(state: str, label: str) -> None:
+    assert metrics.node_state(state) == label
+
+
+def test_a_node_in_two_partitions_counts_once_among_the_drained() -> None:
+    line = "n1|{}|drained|0/0/4/4|1000|0|(null)|gpu:0|disk full\n"
+    samples = metrics.node_samples(line.format("a*") + line.format("b"))
+    assert ("drained_nodes", {"reason": "disk full"}, 1) in samples
+    assert ("nodes", {"partition": "a", "state": "drained"}, 1) in samples
+    assert ("nodes", {"partition": "b", "state": "drained"}, 1) in samples
+
+
+def test_the_monitoring_page_lists_every_slurm_metric() -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
+    listed = set(re.findall(r"^\| `cluster_slurm_(\w+)` \| (\w+) \|", page, re.MULTILINE))
+    assert listed == {(name, kind) for name, (kind, _) in metrics.METRICS.items()}
+
+
+def test_the_scale_benchmark_scrapes_what_it_made() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import slurm_exporter
+
+    samples = metrics.node_samples(slurm_exporter.sinfo_text(30))
+    assert sum(value for name, labels, value in samples if name == "nodes") == 30
+    jobs = metrics.job_samples(slurm_exporter.squeue_text(40), now=2e9)
+    assert sum(value for name, labels, value in jobs if name == "jobs") == 40
