@@ -32,14 +32,17 @@ def sinfo_text(nodes: int) -> str:
         gres, used = ("(null)", "gpu:0") if partition == "cpu" else ("gpu:h100:8(S:0-1)", f"gpu:h100:{n % 9}(IDX:0-7)")
         reason = f"cluster-cli health: gpu {n % 8} ecc" if "drain" in state else "none"
         lines.append(f"gpu{n:05d}|{partition}{'*' if partition == 'train' else ''}|{state}|{n % 192}/{192 - n % 192}/0/192|"
-                     f"2000000|{(n % 100) * 1000}|{gres}|{used}|{reason}")
+                     f"2000000|{(n % 100) * 1000}|{gres}|{used}|{'root' if 'drain' in state else ''}|{reason}")
     return "\n".join(lines) + "\n"
 
 
 def squeue_text(jobs: int) -> str:
+    def nodes(j: int) -> str:
+        return "" if JOB_STATES[j % 4] == "PENDING" else f"gpu[{j % 9990:05d}-{j % 9990 + 4:05d}]"
+
     return "".join(
         f"{PARTITIONS[j % 3]}|team{j % 50}|{JOB_STATES[j % 4]}|{REASONS[j % 5] if JOB_STATES[j % 4] == 'PENDING' else 'None'}|"
-        f"2026-11-27T{j % 24:02d}:{j % 60:02d}:00\n"
+        f"2026-11-27T{j % 24:02d}:{j % 60:02d}:00|{nodes(j)}\n"
         for j in range(jobs)
     )
 

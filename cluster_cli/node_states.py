@@ -35,14 +35,15 @@ def is_usable(state: str) -> bool:
     return state.strip().lower() in USABLE_NODE_STATES
 
 
-# sinfo's states of a node some of whose resources are allocated (cluster_cli/stranded.py: such a
-# node with no job on it is capacity nobody can use).
-ALLOCATED_NODE_STATES = frozenset({"mixed", "allocated"})
+# sinfo's states of a node some of whose resources are allocated (cluster_cli/stranded.py and the
+# Slurm exporter: such a node with no job on it is capacity nobody can use). `draining` is sinfo's
+# name for an allocated node with the drain flag (scontrol's MIXED+DRAIN, ALLOCATED+DRAIN).
+ALLOCATED_NODE_STATES = frozenset({"mixed", "allocated", "draining"})
 
 
 def is_allocated(state: str) -> bool:
-    """``sinfo %T`` state: ``mixed`` or ``allocated`` (a flagged one, ``mixed*``, is not responding:
-    status names that apart)."""
+    """``sinfo %T`` state: ``mixed``, ``allocated`` or ``draining`` (a flagged one, ``mixed*``, is
+    not responding: status names that apart)."""
     return state.strip().lower() in ALLOCATED_NODE_STATES
 
 

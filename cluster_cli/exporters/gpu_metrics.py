@@ -28,6 +28,7 @@ PREFIX = "cluster_gpu_"
 #: name -> (type, help)
 METRICS = {
     "info": ("gauge", "1 per GPU, its name, UUID and driver version as labels"),
+    "expected": ("gauge", "GPUs the inventory says this node has (--expect), for the fewer-GPUs alert"),
     "utilization_ratio": ("gauge", "share of the last sample period a kernel ran"),
     "memory_utilization_ratio": ("gauge", "share of the last sample period device memory was read or written"),
     "memory_used_bytes": ("gauge", "device memory in use"),
@@ -73,10 +74,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def collect(nvml: ModuleType, proc: Path = Path("/proc")) -> Scrape:
-    """One scrape of every GPU NVML lists."""
+def collect(nvml: ModuleType, proc: Path = Path("/proc"), expect: int | None = None) -> Scrape:
+    """One scrape of every GPU NVML lists; ``expect``: the count the inventory gives this node."""
     scrape = Scrape()
     started = time.monotonic()
+    if expect is not None:
+        scrape.add("expected", {}, expect)
     nvml.nvmlInit()
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
@@ -153,13 +156,13 @@ def exposition(scrape: Scrape) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve(nvml: ModuleType, address: str, port: int) -> None:
+def serve(nvml: ModuleType, address: str, port: int, expect: int | None) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path != "/metrics":
                 self.send_error(404)
                 return
-            body = exposition(collect(nvml)).encode()
+            body = exposition(collect(nvml, expect=expect)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -176,14 +179,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="gpu_metrics", description=__doc__.split("\n\n")[0])
     parser.add_argument("--once", action="store_true", help="print one scrape and exit")
     parser.add_argument("--listen", default="127.0.0.1:9445", help="ADDRESS:PORT to serve /metrics on")
+    parser.add_argument("--expect", type=int, help="GPUs the inventory gives this node")
     args = parser.parse_args(argv)
     import pynvml
 
     if args.once:
-        sys.stdout.write(exposition(collect(pynvml)))
+        sys.stdout.write(exposition(collect(pynvml, expect=args.expect)))
         return 0
     address, _, port = args.listen.rpartition(":")
-    serve(pynvml, address, int(port))
+    serve(pynvml, address, int(port), args.expect)
     return 0
 
 

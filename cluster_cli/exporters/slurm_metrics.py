@@ -27,12 +27,13 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cluster_cli.node_states import STATE_FLAGS
+from cluster_cli import hostlist
+from cluster_cli.node_states import STATE_FLAGS, is_allocated
 
 PREFIX = "cluster_slurm_"
 SINFO = ["sinfo", "--noheader", "--Node", "--Format=NodeList:|,Partition:|,StateLong:|,CPUsState:|,Memory:|,"
-         "AllocMem:|,Gres:|,GresUsed:|,Reason:"]  # fmt: skip
-SQUEUE = ["squeue", "--noheader", "--all", "--format=%P|%a|%T|%r|%V"]
+         "AllocMem:|,Gres:|,GresUsed:|,User:|,Reason:"]  # fmt: skip
+SQUEUE = ["squeue", "--noheader", "--all", "--format=%P|%a|%T|%r|%V|%N"]
 SDIAG = ["sdiag"]
 SACCTMGR = ["sacctmgr", "--noheader", "--parsable2", "show", "cluster", "format=cluster"]
 CALL_TIMEOUT_S = 10.0
@@ -42,7 +43,8 @@ METRICS = {
     "up": ("gauge", "1 when slurmctld answered this scrape"),
     "stale_seconds": ("gauge", "age of the figures served (0 when fresh)"),
     "nodes": ("gauge", "nodes by partition and state"),
-    "drained_nodes": ("gauge", "drained or draining nodes by reason"),
+    "drained_nodes": ("gauge", "drained or draining nodes by reason and by whom (the user who set it)"),
+    "allocated_nodes_without_job": ("gauge", "nodes Slurm holds allocated (mixed, allocated) that no job lists"),
     "cpus": ("gauge", "CPUs by partition and state (allocated, idle, other, total)"),
     "memory_bytes": ("gauge", "memory by partition (allocated, total)"),
     "gpus": ("gauge", "GPUs by partition, type and state (allocated, total)"),
@@ -96,38 +98,66 @@ def gpu_counts(gres: str) -> dict[str, int]:
     return dict(counts)
 
 
-def node_samples(text: str) -> list[Sample]:
-    nodes: Counter[tuple[str, str]] = Counter()
-    drained: Counter[str] = Counter()
-    cpus: Counter[tuple[str, str]] = Counter()
-    memory: Counter[tuple[str, str]] = Counter()
-    gpus: Counter[tuple[str, str, str]] = Counter()
-    seen_drained: set[str] = set()
+@dataclass
+class NodeFigures:
+    nodes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    drained: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cpus: Counter[tuple[str, str]] = field(default_factory=Counter)
+    memory: Counter[tuple[str, str]] = field(default_factory=Counter)
+    gpus: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    allocated: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, cells: list[str]) -> None:
+        name, partition, state, cpu_state, mem_total, mem_alloc, gres, gres_used, by, reason = cells[:10]
+        partition, state = partition.rstrip("*"), node_state(state)
+        self.nodes[(partition, state)] += 1
+        first = name not in self.seen  # a node is listed once per partition
+        self.seen.add(name)
+        if first and "drain" in state:
+            self.drained[(reason.strip()[:REASON_CHARS] or "none", by.strip())] += 1
+        if is_allocated(state):
+            self.allocated.add(name)
+        for kind, value in zip(("allocated", "idle", "other", "total"), cpu_state.split("/"), strict=False):
+            self.cpus[(partition, kind)] += int(value) if value.isdigit() else 0
+        self.memory[(partition, "total")] += _mebibytes(mem_total)
+        self.memory[(partition, "allocated")] += _mebibytes(mem_alloc)
+        for kind, count in gpu_counts(gres).items():
+            self.gpus[(partition, kind, "total")] += count
+        for kind, count in gpu_counts(gres_used).items():
+            self.gpus[(partition, kind, "allocated")] += count
+
+    def samples(self) -> list[Sample]:
+        return [
+            *(("nodes", {"partition": p, "state": s}, n) for (p, s), n in sorted(self.nodes.items())),
+            *(("drained_nodes", {"reason": r, "by": b}, n) for (r, b), n in sorted(self.drained.items())),
+            *(("cpus", {"partition": p, "state": s}, n) for (p, s), n in sorted(self.cpus.items())),
+            *(("memory_bytes", {"partition": p, "state": s}, n) for (p, s), n in sorted(self.memory.items())),
+            *(("gpus", {"partition": p, "type": t, "state": s}, n) for (p, t, s), n in sorted(self.gpus.items())),
+        ]
+
+
+def node_figures(text: str) -> NodeFigures:
+    figures = NodeFigures()
     for line in text.splitlines():
         cells = line.split("|")
-        if len(cells) < 9:
-            continue
-        name, partition, state, cpu_state, mem_total, mem_alloc, gres, gres_used, reason = cells[:9]
-        partition, state = partition.rstrip("*"), node_state(state)
-        nodes[(partition, state)] += 1
-        if "drain" in state and name not in seen_drained:  # a node is listed once per partition
-            seen_drained.add(name)
-            drained[reason.strip()[:REASON_CHARS] or "none"] += 1
-        for kind, value in zip(("allocated", "idle", "other", "total"), cpu_state.split("/"), strict=False):
-            cpus[(partition, kind)] += int(value) if value.isdigit() else 0
-        memory[(partition, "total")] += _mebibytes(mem_total)
-        memory[(partition, "allocated")] += _mebibytes(mem_alloc)
-        for kind, count in gpu_counts(gres).items():
-            gpus[(partition, kind, "total")] += count
-        for kind, count in gpu_counts(gres_used).items():
-            gpus[(partition, kind, "allocated")] += count
-    return [
-        *(("nodes", {"partition": p, "state": s}, n) for (p, s), n in sorted(nodes.items())),
-        *(("drained_nodes", {"reason": r}, n) for r, n in sorted(drained.items())),
-        *(("cpus", {"partition": p, "state": s}, n) for (p, s), n in sorted(cpus.items())),
-        *(("memory_bytes", {"partition": p, "state": s}, n) for (p, s), n in sorted(memory.items())),
-        *(("gpus", {"partition": p, "type": t, "state": s}, n) for (p, t, s), n in sorted(gpus.items())),
-    ]
+        if len(cells) >= 10:
+            figures.add(cells)
+    return figures
+
+
+def node_samples(text: str) -> list[Sample]:
+    return node_figures(text).samples()
+
+
+def nodes_with_jobs(squeue: str) -> set[str]:
+    """The nodes squeue's jobs list (its last column, a hostlist)."""
+    names: set[str] = set()
+    for line in squeue.splitlines():
+        nodelist = line.rsplit("|", 1)[-1].strip()
+        if nodelist and not nodelist.startswith("("):
+            names.update(hostlist.expand(nodelist))
+    return names
 
 
 def _mebibytes(text: str) -> int:
@@ -143,7 +173,7 @@ def job_samples(text: str, now: float) -> list[Sample]:
         cells = line.split("|")
         if len(cells) < 5:
             continue
-        partition, account, state, reason, submitted = cells[:5]
+        partition, account, state, reason, submitted = cells[:5]  # then the nodes: nodes_with_jobs
         account = "" if account == "(null)" else account
         jobs[(partition, account, state.lower())] += 1
         if state == "PENDING":
@@ -207,8 +237,10 @@ class Exporter:
             answers = [self.run(argv) for argv in (SINFO, SQUEUE, SDIAG)]
             up = all(answer.ok for answer in answers)
             if up:
-                self._last_good = [*node_samples(answers[0].text), *job_samples(answers[1].text, now),
-                                   *sdiag_samples(answers[2].text)]
+                nodes = node_figures(answers[0].text)
+                without_job = len(nodes.allocated - nodes_with_jobs(answers[1].text))
+                self._last_good = [*nodes.samples(), ("allocated_nodes_without_job", {}, without_job),
+                                   *job_samples(answers[1].text, now), *sdiag_samples(answers[2].text)]
                 self._last_good_at = now
             stale = 0.0 if up or not self._last_good_at else round(now - self._last_good_at, 3)
             samples = [("up", {}, int(up)), ("stale_seconds", {}, stale), *self._last_good]

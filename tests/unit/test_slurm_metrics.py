@@ -12,7 +12,7 @@ import pytest
 from cluster_cli.exporters import slurm_metrics as metrics
 
 DATA = Path(__file__).parent / "data" / "slurm_metrics" / "22.05"
-SUBMITTED = 1795817891.0  # the jobs' submit time in squeue.txt, 2026-11-27T22:18:11 UTC
+SUBMITTED = 1795818054.0  # the jobs' submit time in squeue.txt, 2026-11-27T22:20:54 UTC
 
 
 def recorded(argv: list[str]) -> metrics.Answer:
@@ -24,7 +24,8 @@ def test_the_recorded_cluster_as_metrics() -> None:
     expected = [
         ("up", {}, 1), ("stale_seconds", {}, 0),
         ("nodes", {"partition": "gpu", "state": "draining"}, 1),
-        ("drained_nodes", {"reason": "gpu 1 hot"}, 1),
+        ("drained_nodes", {"reason": "gpu 1 hot", "by": "root"}, 1),
+        ("allocated_nodes_without_job", {}, 0),
         ("cpus", {"partition": "gpu", "state": "allocated"}, 1), ("cpus", {"partition": "gpu", "state": "total"}, 2),
         ("memory_bytes", {"partition": "gpu", "state": "allocated"}, 11449 << 20),
         ("memory_bytes", {"partition": "gpu", "state": "total"}, 22899 << 20),
@@ -36,7 +37,6 @@ def test_the_recorded_cluster_as_metrics() -> None:
         ("pending_jobs", {"partition": "gpu", "reason": "NodeDown"}, 1),
         ("queue_wait_max_seconds", {"partition": "gpu"}, 9), ("queue_wait_seconds_sum", {"partition": "gpu"}, 18),
         ("scheduler", {"figure": "server_threads"}, 3), ("scheduler", {"figure": "jobs_submitted"}, 9),
-        ("scheduler", {"figure": "main_last_cycle"}, 159), ("scheduler", {"figure": "main_mean_cycle"}, 668),
         ("scheduler", {"figure": "backfill_last_cycle"}, 0),
     ]  # fmt: skip
     for sample in expected:
@@ -93,9 +93,9 @@ def test_node_state_labels(state: str, label: str) -> None:
 
 
 def test_a_node_in_two_partitions_counts_once_among_the_drained() -> None:
-    line = "n1|{}|drained|0/0/4/4|1000|0|(null)|gpu:0|disk full\n"
+    line = "n1|{}|drained|0/0/4/4|1000|0|(null)|gpu:0|slurm|disk full\n"
     samples = metrics.node_samples(line.format("a*") + line.format("b"))
-    assert ("drained_nodes", {"reason": "disk full"}, 1) in samples
+    assert ("drained_nodes", {"reason": "disk full", "by": "slurm"}, 1) in samples
     assert ("nodes", {"partition": "a", "state": "drained"}, 1) in samples
     assert ("nodes", {"partition": "b", "state": "drained"}, 1) in samples
 
@@ -116,3 +116,12 @@ def test_the_scale_benchmark_scrapes_what_it_made() -> None:
     assert sum(value for name, labels, value in samples if name == "nodes") == 30
     jobs = metrics.job_samples(slurm_exporter.squeue_text(40), now=2e9)
     assert sum(value for name, labels, value in jobs if name == "jobs") == 40
+
+
+def test_an_allocated_node_that_no_job_lists_is_counted() -> None:
+    sinfo = ("n1|p|mixed|2/2/0/4|1000|500|(null)|gpu:0|||\nn2|p|allocated|4/0/0/4|1000|1000|(null)|gpu:0||\n"
+             "n3|p|draining|4/0/0/4|1000|1000|(null)|gpu:0|root|maint\nn4|p|idle|0/4/0/4|1000|0|(null)|gpu:0||\n")
+    squeue = "p|a|RUNNING|None|2026-11-27T22:20:54|n[1,3]\np|a|PENDING|Resources|2026-11-27T22:20:54|\n"
+    samples = metrics.Exporter(run=lambda argv: metrics.Answer(True, {"sinfo": sinfo, "squeue": squeue, "sdiag": ""}
+                                                               [argv[0]])).scrape()
+    assert ("allocated_nodes_without_job", {}, 1) in samples  # n2
