@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_cli.cluster import Cluster
+from cluster_cli.render.alert_rules import render_alert_rules
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
 from cluster_cli.render.gres_conf import render_gres_conf
 from cluster_cli.render.health_conf import render_health_document
@@ -27,12 +28,14 @@ class RenderedFile:
 
 
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
-    """The Slurm and NCCL configuration files, the health check's document; slurmdbd.conf only with accounting."""
+    """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
+    cluster's Prometheus; slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
         RenderedFile("slurm/gres.conf", render_gres_conf(cluster)),
         RenderedFile("slurm/cgroup.conf", render_cgroup_conf(cluster)),
         RenderedFile("nccl/nccl.conf", render_nccl_conf(cluster)),
+        RenderedFile("monitoring/cluster-alerts.yml", render_alert_rules(cluster)),
     ]
     files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
     topology = render_topology_conf(cluster)

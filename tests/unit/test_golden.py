@@ -89,6 +89,7 @@ def test_expected_files_per_inventory():
     assert sorted(golden_files("local")) == [
         "ansible/inventory.yml",
         "health/localhost.json",
+        "monitoring/cluster-alerts.yml",
         "nccl/nccl.conf",
         "slurm/cgroup.conf",
         "slurm/gres.conf",
