@@ -234,7 +234,7 @@ class Controllers(StrictModel):
     port: Port = Field(6817, description="SlurmctldPort.")
 
 
-# ---- Slurm accounting data: accounts, users' associations, QoS (docs/inventory.md#teams) ----------
+# ---- Slurm accounting data: accounts, users' associations, QoS (docs/operations.md#teams-accounts-fair-share-and-preemption)
 # sacctmgr stores account and QoS names in lower case (a `Team-A` would differ from what it reads
 # back on every deploy), and Linux and Slurm both refuse a user name outside useradd's default.
 SLURM_ENTITY_PATTERN = r"^[a-z0-9_][a-z0-9_.-]{0,63}$"
@@ -420,7 +420,7 @@ class Preemption(StrictModel):
 
 class Priority(StrictModel):
     """Job priority and preemption: slurm.conf's Priority* and Preempt* keys and each partition's
-    TRESBillingWeights, rendered from here (docs/inventory.md#priority-and-preemption says why)."""
+    TRESBillingWeights, rendered from here (docs/operations.md#teams-accounts-fair-share-and-preemption says why)."""
 
     type: Literal["multifactor", "basic"] = Field(
         "multifactor", description="PriorityType: `multifactor` (fair share, QoS, age ...) or `basic` (first come)."

@@ -1,7 +1,7 @@
 """slurm.conf's job priority and preemption, from the inventory's `priority` section: the
 Priority* and Preempt* keys, the signal choice, and each GPU partition's TRESBillingWeights.
 
-Why these defaults (docs/inventory.md#priority-and-preemption): fair share decides first, so
+Why these defaults (docs/operations.md#teams-accounts-fair-share-and-preemption): fair share decides first, so
 that an account below its share runs next; a QoS's priority next; waiting time and the partition
 break ties. Preemption goes by QoS (a QoS names the ones it may preempt), a preempted job is put
 back in the queue (REQUEUE) after a grace time in which it gets a signal to checkpoint. A GPU
