@@ -20,6 +20,7 @@ seconds), TRES as {name: count} with memory in MiB, lists as sets, names in lowe
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 DOCUMENTATION = r"""
@@ -34,6 +35,15 @@ options:
       (cluster_cli/slurm_accounting.py).
   remove: {type: bool, default: true, description: Remove the QoS, accounts and users the document does not have.}
   force: {type: bool, default: false, description: Remove accounts and users even with running or pending jobs.}
+  unknown_tres:
+    type: str
+    choices: [skip, wait]
+    default: wait
+    description: >-
+      A limit on a TRES slurmdbd does not know yet (gres/gpu exists once slurmctld registered its
+      AccountingStorageTRES): C(skip) leaves it out (the run before slurmctld starts), C(wait) waits for
+      it up to C(tres_wait_s) and fails naming it.
+  tres_wait_s: {type: int, default: 60, description: How long C(wait) waits for slurmctld to register the TRES.}
 """
 
 RETURN = r"""
@@ -210,6 +220,39 @@ def current_state(outputs: dict[str, str]) -> dict[str, Any]:
                 **row, "Description": extra.get("Description", ""), "Organization": extra.get("Organization", "")
             }
     return state
+
+
+TRES_FIELDS = ("MaxTRESPU", "MaxTRES", "GrpTRES")
+
+
+def known_tres(text: str) -> set[str]:
+    """`sacctmgr show tres format=Type,Name` (cpu|, gres|gpu, gres|gpu:h100) as limit names (gres/gpu)."""
+    names = set()
+    for line in text.splitlines():
+        kind, _, name = line.strip().partition("|")
+        if kind:
+            names.add(f"{kind}/{name}".lower() if name else kind.lower())
+    return names
+
+
+def unknown_tres(document: dict[str, Any], known: set[str]) -> list[str]:
+    """The TRES the document's limits name that slurmdbd does not know."""
+    named = {
+        name.lower()
+        for part in ("qos", "accounts", "users") for entry in document.get(part, [])
+        for field in TRES_FIELDS for name in (entry.get(field) or {})
+    }
+    return sorted(named - known)
+
+
+def without_tres(document: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The document with its limits on ``names`` left out (they are applied by a later run)."""
+    def trimmed(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, **{
+            field: {name: count for name, count in (entry.get(field) or {}).items() if name.lower() not in names}
+            for field in TRES_FIELDS if field in entry
+        }}
+    return {**document, **{part: [trimmed(entry) for entry in document.get(part, [])] for part in ("qos", "accounts", "users")}}
 
 
 # ---- the difference --------------------------------------------------------------------------
@@ -389,6 +432,8 @@ def main() -> None:  # pragma: no cover - run by Ansible (tests/deploy)
             "accounting": {"type": "dict", "required": True},
             "remove": {"type": "bool", "default": True},
             "force": {"type": "bool", "default": False},
+            "unknown_tres": {"type": "str", "choices": ["skip", "wait"], "default": "wait"},
+            "tres_wait_s": {"type": "int", "default": 60},
         },
         supports_check_mode=True,
     )
@@ -400,6 +445,21 @@ def main() -> None:  # pragma: no cover - run by Ansible (tests/deploy)
         if rc != 0:
             module.fail_json(msg=f"{' '.join(argv)} failed: {err.strip() or out.strip()}")
         outputs[name] = out
+    tres_argv = [*SACCTMGR, "show", "tres", "format=Type,Name"]
+    deadline = time.monotonic() + module.params["tres_wait_s"]
+    while True:
+        rc, out, err = module.run_command(tres_argv)
+        if rc != 0:
+            module.fail_json(msg=f"{' '.join(tres_argv)} failed: {err.strip() or out.strip()}")
+        missing = unknown_tres(document, known_tres(out))
+        if not missing or module.params["unknown_tres"] == "skip" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if missing and module.params["unknown_tres"] == "skip":
+        document = without_tres(document, missing)
+    elif missing:
+        module.fail_json(msg=f"slurmdbd knows no TRES {', '.join(missing)} after {module.params['tres_wait_s']} s: "
+                             "slurmctld registers them from AccountingStorageTRES when it starts")
     state = current_state(outputs)
     changes = diff(document, state, module.params["remove"])
     argvs = commands(changes, cluster, cluster.lower() in state["clusters"])

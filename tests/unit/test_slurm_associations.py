@@ -148,3 +148,14 @@ def test_values_compare_in_slurms_units() -> None:
     assert M.tres("cpu=4,mem=1G,gres/gpu=2") == {"cpu": 4, "mem": 1024, "gres/gpu": 2}
     assert M.tres({"mem": "64G", "gres/gpu": 8}) == {"mem": 65536, "gres/gpu": 8}
     assert M.normal("Flags", "DenyOnLimit,NoReserve") == M.normal("Flags", ["NoReserve", "DenyOnLimit"])
+
+
+def test_limits_on_tres_slurmdbd_lacks_wait_for_slurmctld_or_are_left_out() -> None:
+    known = M.known_tres("cpu|\nmem|\nenergy|\nnode|\nbilling|\nfs|disk\nvmem|\npages|\n")
+    assert M.unknown_tres(DOCUMENT, known) == ["gres/gpu"]
+    assert M.unknown_tres(DOCUMENT, known | M.known_tres("gres|gpu\ngres|gpu:fake\n")) == []
+    trimmed = M.without_tres(DOCUMENT, ["gres/gpu"])
+    assert M.unknown_tres(trimmed, known) == []
+    assert [qos["MaxTRESPU"] for qos in trimmed["qos"]] == [{}, {}]
+    # on the first run (before slurmctld) the rest is applied; the limit comes with the run after it
+    assert [change["fields"].get("MaxTRESPU") for change in changes(EMPTY, trimmed) if change["kind"] == "qos"] == [None, None]
