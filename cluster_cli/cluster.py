@@ -14,6 +14,7 @@ from functools import cached_property
 
 from cluster_cli import hostlist
 from cluster_cli.model import Inventory, NodeGroup
+from cluster_cli.resolve.accounting import check_accounting
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.configless import check_configless
 from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
@@ -107,5 +108,6 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_series_values(inventory, problems)
     check_build(inventory, hosts, problems)
     check_configless(inventory, hosts, problems)
+    check_accounting(inventory, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)

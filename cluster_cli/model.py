@@ -234,6 +234,213 @@ class Controllers(StrictModel):
     port: Port = Field(6817, description="SlurmctldPort.")
 
 
+# ---- Slurm accounting data: accounts, users' associations, QoS (docs/operations.md#teams-accounts-fair-share-and-preemption)
+# sacctmgr stores account and QoS names in lower case (a `Team-A` would differ from what it reads
+# back on every deploy), and Linux and Slurm both refuse a user name outside useradd's default.
+SLURM_ENTITY_PATTERN = r"^[a-z0-9_][a-z0-9_.-]{0,63}$"
+USER_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
+# A TRES as sacctmgr names it in a limit: cpu, mem, node, billing, energy, gres/gpu, gres/gpu:TYPE,
+# license/NAME (which ones this cluster tracks is checked in resolve/accounting.py).
+TRES_NAME_PATTERN = re.compile(r"[a-z]+(/[a-z0-9_.-]+(:[a-z0-9_.-]+)?)?")
+# a count, or for mem a size with Slurm's unit letter (64G)
+TRES_COUNT_PATTERN = re.compile(r"\d+[KMGTP]?")
+
+SlurmEntityName = Annotated[str, Field(pattern=SLURM_ENTITY_PATTERN)]
+UserName = Annotated[str, Field(pattern=USER_NAME_PATTERN)]
+
+
+def _check_tres_name(value: str) -> str:
+    if not TRES_NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"{value!r} is not a TRES name (cpu, mem, node, billing, gres/gpu, gres/gpu:TYPE ...)")
+    return value
+
+
+def _check_tres_count(value: Any) -> Any:
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and value >= 0) or (isinstance(value, str) and TRES_COUNT_PATTERN.fullmatch(value))
+    ):
+        raise ValueError(f"{value!r}: a TRES limit is a count >= 0 (mem: a size such as 64G)")
+    return value
+
+
+# {gres/gpu: 16, cpu: 256, mem: 1T}: checked entry by entry, each at its own line.
+TresLimits = dict[Annotated[str, AfterValidator(_check_tres_name)], Annotated[Any, AfterValidator(_check_tres_count)]]
+
+
+class AssociationLimits(StrictModel):
+    """Limits of an account's or a user's association (sacctmgr's names in brackets). An account's
+    limit holds for the account and all below it together (Grp*) or for each job and user below it
+    that sets none of its own (Max*)."""
+
+    grp_tres: TresLimits = Field(
+        default_factory=new_dict, description="GrpTRES: all running jobs of the association and its children together, e.g. `{gres/gpu: 16}`."
+    )
+    max_tres_per_job: TresLimits = Field(default_factory=new_dict, description="MaxTRES: each job.")
+    grp_jobs: int | None = Field(None, ge=0, description="GrpJobs: running jobs of the association and its children.")
+    max_jobs: int | None = Field(None, ge=0, description="MaxJobs: running jobs of each user.")
+    max_submit_jobs: int | None = Field(None, ge=0, description="MaxSubmitJobs: running and pending jobs of each user.")
+    max_wall: SlurmTime | None = Field(None, description="MaxWall: each job's time limit, in MaxTime's formats.")
+
+
+class QosLimits(StrictModel):
+    """Limits of a QoS (sacctmgr's names in brackets): they hold for every job in it, whatever its account."""
+
+    max_tres_per_user: TresLimits = Field(
+        default_factory=new_dict, description="MaxTRESPerUser: each user's running jobs together, e.g. `{gres/gpu: 8}`."
+    )
+    max_tres_per_job: TresLimits = Field(default_factory=new_dict, description="MaxTRESPerJob: each job.")
+    grp_tres: TresLimits = Field(default_factory=new_dict, description="GrpTRES: all running jobs of the QoS together.")
+    max_jobs_per_user: int | None = Field(None, ge=0, description="MaxJobsPerUser: running jobs of each user.")
+    max_submit_jobs_per_user: int | None = Field(
+        None, ge=0, description="MaxSubmitJobsPerUser: running and pending jobs of each user."
+    )
+    max_wall: SlurmTime | None = Field(None, description="MaxWall: each job's time limit, in MaxTime's formats.")
+
+
+QosFlag = Literal[
+    "DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "OverPartQOS", "PartitionMaxNodes",
+    "PartitionMinNodes", "PartitionTimeLimit", "RequiresReservation", "UsageFactorSafe",
+]
+
+
+class Qos(StrictModel):
+    """A QoS: a job's priority boost, what it may preempt, and limits."""
+
+    name: SlurmEntityName = Field(description="QoS name (lower case: sacctmgr stores it so).")
+    description: ConfigText | None = Field(None, description="Description; default the name.")
+    priority: int = Field(0, ge=0, description="Priority: its part of a job's priority (times `priority.weights.qos`).")
+    preempt: list[SlurmEntityName] = Field(
+        default_factory=new_list, description="Preempt: the QoS whose jobs a job of this one may preempt (each defined here)."
+    )
+    preempt_mode: Literal["cluster", "cancel", "requeue", "suspend"] = Field(
+        "cluster",
+        description=(
+            "PreemptMode of the jobs of this QoS when they are preempted; `cluster` takes `priority.preemption.mode`."
+        ),
+    )
+    grace_time_s: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "GraceTime, seconds a preempted job of this QoS has between its signal and its end; "
+            "default `priority.preemption.grace_time_s`."
+        ),
+    )
+    usage_factor: float | None = Field(None, ge=0, description="UsageFactor: how much its jobs' usage counts for fair share (default 1).")
+    flags: list[QosFlag] = Field(
+        default_factory=new_list, description="Flags, e.g. `[DenyOnLimit]` (refuse a job over a limit at submission)."
+    )
+    limits: QosLimits = Field(default_factory=QosLimits, description="Its limits.")
+
+
+class SlurmAccount(StrictModel):
+    """A Slurm account: an organisation or a team, in a tree below `root`."""
+
+    name: SlurmEntityName = Field(description="Account name (lower case: sacctmgr stores it so).")
+    parent: SlurmEntityName = Field("root", description="Parent account: `root` or another account here.")
+    description: ConfigText | None = Field(None, description="Description; default the name.")
+    organization: ConfigText | None = Field(None, description="Organization; default the parent's name.")
+    shares: int = Field(
+        1, ge=1, description="Fairshare: its share of the parent's, relative to its siblings' (>= 1)."
+    )
+    default_qos: SlurmEntityName | None = Field(
+        None, description="DefaultQOS of its jobs (one of `qos`, or of the QoS list when `qos` is empty)."
+    )
+    qos: list[SlurmEntityName] = Field(
+        default_factory=new_list, description="The QoS its users may ask for; empty: Slurm's inherited set (`normal`)."
+    )
+    limits: AssociationLimits = Field(default_factory=AssociationLimits, description="Its limits.")
+
+
+class SlurmUser(StrictModel):
+    """A user's Slurm side: the accounts it may charge, its shares and limits."""
+
+    name: UserName = Field(description="Login name (as Linux and Slurm accept it: lower case, at most 32).")
+    account: SlurmEntityName | None = Field(
+        None, description="Default account; default `accounting.account`."
+    )
+    accounts: list[SlurmEntityName] = Field(
+        default_factory=new_list, description="Further accounts it may charge with `--account`."
+    )
+    uid: int | None = Field(
+        None,
+        ge=1000,
+        le=2**31 - 2,
+        description=(
+            "The user's UID on every host: checked here (unique, not a system or daemon id); the deploy "
+            "does not yet create Linux accounts (issue 33 item 1)."
+        ),
+    )
+    shares: int = Field(1, ge=1, description="Fairshare of the user within each of its accounts (>= 1).")
+    default_qos: SlurmEntityName | None = Field(None, description="DefaultQOS of its jobs; default its account's.")
+    qos: list[SlurmEntityName] = Field(default_factory=new_list, description="QoS it may use; empty: its account's.")
+    limits: AssociationLimits = Field(default_factory=AssociationLimits, description="Its limits in each of its accounts.")
+
+
+def _user_entry(value: Any) -> Any:
+    """`users: [alice]` is `users: [{name: alice}]`."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+class PriorityWeights(StrictModel):
+    """PriorityWeight*: how much each factor (0..1) adds to a job's priority."""
+
+    fairshare: int = Field(100000, ge=0, description="PriorityWeightFairshare: the under-served account first.")
+    qos: int = Field(10000, ge=0, description="PriorityWeightQOS: a QoS's priority.")
+    age: int = Field(1000, ge=0, description="PriorityWeightAge: time waited, full at `max_age`.")
+    partition: int = Field(1000, ge=0, description="PriorityWeightPartition: a partition's PriorityJobFactor.")
+    job_size: int = Field(0, ge=0, description="PriorityWeightJobSize: large jobs first (0: size does not count).")
+
+
+class Preemption(StrictModel):
+    """Preemption between QoS (`PreemptType=preempt/qos`): a job of a QoS whose `preempt` names
+    another may take that QoS's jobs' resources."""
+
+    enabled: bool = Field(True, description="PreemptType=preempt/qos; false: preempt/none.")
+    mode: Literal["requeue", "cancel"] = Field(
+        "requeue",
+        description="PreemptMode: `requeue` puts the preempted job back in the queue (it restarts from its checkpoint).",
+    )
+    grace_time_s: int = Field(
+        300,
+        ge=0,
+        description=(
+            "GraceTime of every QoS that sets none: seconds between the preemption signal and the job's end, "
+            "for a checkpoint to be written."
+        ),
+    )
+    send_user_signal: bool = Field(
+        True,
+        description=(
+            "Send the job's own `--signal` at preemption (SlurmctldParameters=preempt_send_user_signal in 22.05, "
+            "PreemptParameters=send_user_signal later); a job without one gets SIGTERM."
+        ),
+    )
+
+
+class Priority(StrictModel):
+    """Job priority and preemption: slurm.conf's Priority* and Preempt* keys and each partition's
+    TRESBillingWeights, rendered from here (docs/operations.md#teams-accounts-fair-share-and-preemption says why)."""
+
+    type: Literal["multifactor", "basic"] = Field(
+        "multifactor", description="PriorityType: `multifactor` (fair share, QoS, age ...) or `basic` (first come)."
+    )
+    weights: PriorityWeights = Field(default_factory=PriorityWeights, description="The factors' weights.")
+    decay_half_life: SlurmTime = Field(
+        "7-0", description="PriorityDecayHalfLife: past usage counts half after this long."
+    )
+    max_age: SlurmTime = Field("7-0", description="PriorityMaxAge: waiting longer adds no more age factor.")
+    bill_gpus: bool = Field(
+        True,
+        description=(
+            "TRESBillingWeights on each partition with GPUs so that a job is billed in GPUs: GRES/gpu=1, and "
+            "CPU such that a node's CPUs cost as much as its GPUs, with PriorityFlags=MAX_TRES (a job is billed "
+            "for the larger); a partition's own `options.TRESBillingWeights` wins."
+        ),
+    )
+    preemption: Preemption = Field(default_factory=Preemption, description="Preemption between QoS.")
+
+
 class Accounting(StrictModel):
     """slurmdbd and its MariaDB database."""
 
@@ -242,8 +449,20 @@ class Accounting(StrictModel):
     port: Port = Field(6819, description="DbdPort.")
     database: Name = Field("slurm_acct_db", description="MariaDB database name (StorageLoc).")
     database_user: Name = Field("slurm", description="MariaDB user slurmdbd connects as (StorageUser).")
-    account: Name = Field("default", description="Slurm account created for the cluster's users.")
-    users: list[Name] = Field(default_factory=new_list, description="Users registered under `account`.")
+    account: SlurmEntityName = Field(
+        "default", description="Slurm account of the users that name none (and of the smoke test user)."
+    )
+    users: list[Annotated[SlurmUser, BeforeValidator(_user_entry, json_schema_input_type=UserName | SlurmUser)]] = Field(
+        default_factory=new_list,
+        description="Users with an association: a name (in `account`) or a user's accounts, shares and limits.",
+    )
+    accounts: list[SlurmAccount] = Field(
+        default_factory=new_list,
+        description="Accounts as a tree (parent, shares, QoS, limits); `account` is added below root when not here.",
+    )
+    qos: list[Qos] = Field(
+        default_factory=new_list, description="QoS (priority, preemption, limits); Slurm's own `normal` always stays."
+    )
 
 
 # YAML 1.1 reads unquoted off, no and yes as booleans: take them back as the words that were written.
@@ -861,6 +1080,9 @@ class Inventory(StrictModel):
     )
     deploy: Deploy = Field(
         default_factory=Deploy, description="How deploy rolls out to the compute hosts: waves, failed-host threshold."
+    )
+    priority: Priority = Field(
+        default_factory=Priority, description="Job priority (fair share) and preemption in slurm.conf."
     )
 
     @model_validator(mode="after")

@@ -27,6 +27,16 @@ MANAGED_SLURM_KEYS = {
     "HealthCheckProgram": "health_check.enabled",
     "NodeName": "node_groups",
     "PartitionName": "partitions",
+    "PreemptMode": "priority.preemption.mode",
+    "PreemptType": "priority.preemption.enabled",
+    "PriorityDecayHalfLife": "priority.decay_half_life",
+    "PriorityMaxAge": "priority.max_age",
+    "PriorityType": "priority.type",
+    "PriorityWeightAge": "priority.weights.age",
+    "PriorityWeightFairshare": "priority.weights.fairshare",
+    "PriorityWeightJobSize": "priority.weights.job_size",
+    "PriorityWeightPartition": "priority.weights.partition",
+    "PriorityWeightQOS": "priority.weights.qos",
     "SlurmUser": "slurm.user",
     "SlurmctldHost": "controllers.primary / controllers.backup",
     "SlurmctldLogFile": "slurm.paths.log_dir",
@@ -61,6 +71,8 @@ OVERRIDABLE_DERIVED_SLURM_KEYS = {
     "AccountingStorageType",
     "AccountingStorageTRES",
     "DefMemPerCPU",
+    # MAX_TRES with priority.bill_gpus; a site may want other flags (render/priority.py)
+    "PriorityFlags",
 }
 
 # Slurm's default memory of a job that asks for none; slurm.conf(5): "DefMemPerCPU, DefMemPerGPU and
@@ -71,7 +83,13 @@ DEFAULT_MEMORY_KEYS = ("DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
 # slurm.conf keys whose value is a list of items, and the items of it the inventory sets from a
 # field (compared without case, as Slurm looks them up): `SlurmctldParameters: idle_on_node_suspend`
 # with `slurm.configless: true` renders `SlurmctldParameters=idle_on_node_suspend,enable_configless`.
-OWNED_SLURM_LIST_ITEMS = {"SlurmctldParameters": {"enable_configless": "slurm.configless"}}
+OWNED_SLURM_LIST_ITEMS = {
+    "SlurmctldParameters": {
+        "enable_configless": "slurm.configless",
+        "preempt_send_user_signal": "priority.preemption.send_user_signal",
+    },
+    "PreemptParameters": {"send_user_signal": "priority.preemption.send_user_signal"},
+}
 
 
 def find_key(names: Iterable[str], key: str) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cluster_cli.slurm_accounting import accounting_document
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Nccl, PackageMirror
 from cluster_cli.render import SLURM_BUILD_DIR
@@ -43,14 +44,6 @@ def conf_server(cluster: Cluster) -> str:
     controllers = inventory.controllers
     names = [controllers.primary] + ([controllers.backup] if controllers.backup else [])
     return ",".join(f"{cluster.hosts[name].address}:{controllers.port}" for name in names)
-
-
-def accounted_users(cluster: Cluster) -> list[str]:
-    """The users deploy gives an association: accounting.users, and the smoke jobs' test user
-    (slurm.conf enforces associations, so a user without one cannot submit)."""
-    users = list(cluster.inventory.accounting.users)
-    test_user = cluster.inventory.training.test_user
-    return users if test_user in users else [*users, test_user]
 
 
 def nvml_plugin_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
@@ -103,8 +96,9 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmdbd_storage_loc": accounting.database,
         "slurmdbd_storage_user": accounting.database_user,
         "slurmdbd_cluster_name": cluster.name,
-        "slurmdbd_accounts": [{"name": accounting.account}],
-        "slurmdbd_users": [{"name": user, "account": accounting.account} for user in accounted_users(cluster)],
+        "slurmdbd_accounting": accounting_document(cluster),
+        # the inventory is the whole truth of the cluster's accounting data (plan shows each removal)
+        "slurmdbd_accounting_remove": True,
         # slurmctld
         "slurmctld_port": inventory.controllers.port,
         "slurmctld_state_dir": paths.state_dir,

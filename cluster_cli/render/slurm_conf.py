@@ -9,6 +9,7 @@ from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
 from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
 from cluster_cli.render.mem_defaults import cluster_default, group_cpus, partition_defaults
+from cluster_cli.render.priority import billing_weights, priority_list_items, priority_settings
 
 # Choices the field notes record for GPU training clusters; each can be overridden or deleted
 # (null) through `slurm.conf` in the inventory.
@@ -64,9 +65,12 @@ def global_settings(cluster: Cluster) -> dict[str, Any]:
 def derived_list_items(cluster: Cluster) -> dict[str, list[str]]:
     """Items of list-valued keys taken from inventory fields, added to what the overrides set
     (slurm_keys.OWNED_SLURM_LIST_ITEMS says which the inventory owns)."""
+    items: dict[str, list[str]] = {}
     if cluster.inventory.slurm.configless:
-        return {"SlurmctldParameters": ["enable_configless"]}
-    return {}
+        items["SlurmctldParameters"] = ["enable_configless"]
+    for key, wanted in priority_list_items(cluster).items():
+        items[key] = [*items.get(key, []), *wanted]
+    return items
 
 
 def derived_settings(cluster: Cluster) -> dict[str, Any]:
@@ -101,6 +105,7 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
     if inventory.topology is not None:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
     derived.update(health_check_settings(cluster))
+    derived.update(priority_settings(cluster))
     return derived
 
 
@@ -200,7 +205,9 @@ def partition_lines(cluster: Cluster) -> list[str]:
             settings.append(("OverSubscribe", partition.oversubscribe))
         if partition.qos:
             settings.append(("QOS", partition.qos))
-        options = merge({"State": "UP", **memory.get(partition.name, {})}, partition.options)
+        derived = {"State": "UP", **memory.get(partition.name, {})}
+        derived.update(billing_weights(cluster, cluster.partitions[partition.name].groups))
+        options = merge(derived, partition.options)
         settings += [(key, options[key]) for key in sorted(options, key=str.lower)]
         body = " ".join(f"{key}={format_value(value)}" for key, value in settings)
         lines.append(f"PartitionName={partition.name} {body}")

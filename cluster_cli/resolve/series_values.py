@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from cluster_cli.errors import Location, Problem
-from cluster_cli.model import SLURM_TIME_FORMATS, Inventory, is_slurm_time
+from cluster_cli.model import Inventory
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.slurm_keys import CGROUP_PLUGINS, MANAGED_CGROUP_KEYS, MANAGED_SLURM_KEYS, find_key
 from cluster_cli.source_map import SourceMap
@@ -29,10 +29,6 @@ MANAGED_KEYS = MANAGED_SLURM_KEYS.keys() | MANAGED_CGROUP_KEYS.keys()
 
 
 # Each format: None for a value written in it, else what the key takes.
-def _time(text: str) -> str | None:
-    return None if is_slurm_time(text) else f"a Slurm time: {SLURM_TIME_FORMATS}"
-
-
 def _megabytes(text: str) -> str | None:
     return None if _WHOLE_NUMBER.fullmatch(text) else "a whole number of megabytes, no unit (4096, not 4G)"
 
@@ -62,8 +58,6 @@ VALUE_FORMATS: dict[str, Callable[[str], str | None]] = {
     "MaxMemPerCPU": _megabytes_or_unlimited,
     "MaxMemPerNode": _megabytes_or_unlimited,
     "OverTimeLimit": _minutes_or_unlimited,
-    "PriorityDecayHalfLife": _time,
-    "PriorityMaxAge": _time,
     "ResvOverRun": _minutes_or_unlimited,
     "SrunPortRange": _port_range,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from deployed import DeployedCluster
+
+from cluster_cli.loader import load_cluster
+from cluster_cli.slurm_accounting import accounting_document
 
 pytestmark = pytest.mark.deploy
 
@@ -110,6 +114,48 @@ def test_full_redeploy_changes_nothing(deployed_cluster: DeployedCluster) -> Non
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
     assert re.search(r", 0 changed", again.stdout), again.stdout[-3000:]
     print(f"full no-op re-deploy took {elapsed:.1f} s")
+
+
+def _associations_module():  # library/slurm_associations.py: its reading and comparing, here against real slurmdbd
+    path = Path(__file__).resolve().parents[2] / "library" / "slurm_associations.py"
+    spec = importlib.util.spec_from_file_location("slurm_associations", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _slurmdbd_differences(module, document: dict) -> list[dict]:
+    outputs = {name: run(argv) for name, argv in module.read_commands(document["cluster"]).items()}
+    return module.diff(document, module.current_state(outputs))
+
+
+def _daemon_pids() -> dict[str, str]:
+    names = ["slurmctld", "slurmdbd"] + [f"slurmd-node{index}" for index in (1, 2, 3)]
+    return {name: Path(f"/run/slurm/{name}.pid").read_text().strip() for name in names}
+
+
+def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_put_back_without_a_restart(
+    deployed_cluster: DeployedCluster,
+) -> None:
+    module = _associations_module()
+    document = accounting_document(load_cluster(deployed_cluster.inventory))
+    assert _slurmdbd_differences(module, document) == []
+    shown = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=team-b", "format=Account,User,Fairshare,GrpTRES"])
+    assert "team-b||1|gres/gpu=2" in shown.splitlines(), shown
+    qos = run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,Preempt,MaxTRESPU,GraceTime"]).splitlines()
+    assert "high|low||00:05:00" in qos and "low||gres/gpu=1|00:05:00" in qos, qos
+    pids = _daemon_pids()
+    run(["sacctmgr", "-i", "modify", "account", "where", "name=team-b", "cluster=local", "set", "GrpTRES=gres/gpu=5",
+         "Fairshare=9"])
+    drift = _slurmdbd_differences(module, document)
+    assert [change["fields"] for change in drift] == [{"Fairshare": [9, 1], "GrpTRES": [{"gres/gpu": 5}, {"gres/gpu": 2}]}]
+    started = time.monotonic()
+    again = deployed_cluster.cli("deploy", str(deployed_cluster.inventory), "--full")
+    elapsed = time.monotonic() - started
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
+    assert _slurmdbd_differences(module, document) == []
+    assert _daemon_pids() == pids, "a share or limit put back restarted a daemon"
+    print(f"full deploy putting back a hand-edited share and limit took {elapsed:.1f} s")
 
 
 def test_check_diff_on_converged_cluster_reports_no_change_and_no_secret(deployed_cluster: DeployedCluster) -> None:

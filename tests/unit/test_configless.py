@@ -11,6 +11,8 @@ from cluster_cli.loader import load_cluster
 from cluster_cli.render.common import add_list_items
 from cluster_cli.render.slurm_conf import render_slurm_conf
 
+# without the preemption signal's item (render/priority.py), SlurmctldParameters is configless's alone
+BASE = BASE + "priority:\n  preemption:\n    send_user_signal: false\n"
 CONFIGLESS = BASE + "slurm:\n  configless: true\n"
 
 
@@ -57,7 +59,9 @@ def test_add_list_items_adds_no_duplicate_and_matches_names_without_case():
 
 def test_the_shipped_configless_example_renders_the_key_once():
     conf = render_slurm_conf(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"]))
-    assert [line for line in conf.splitlines() if "configless" in line] == ["SlurmctldParameters=enable_configless"]
+    assert [line for line in conf.splitlines() if "configless" in line] == [
+        "SlurmctldParameters=enable_configless,preempt_send_user_signal"
+    ]
 
 
 # -- what it refuses -------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def test_partition_options_are_sorted_after_the_fields():
     assert partition_lines(load(text)) == [
         (
             "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE AllowGroups=ml"
-            " DefMemPerGPU=1000 Hidden=YES PriorityTier=2 State=UP"
+            " DefMemPerGPU=1000 Hidden=YES PriorityTier=2 State=UP TRESBillingWeights=CPU=0.5,GRES/gpu=1"
         )
     ]
 
@@ -170,10 +170,12 @@ def test_partition_option_null_deletes_state_up():
     text = edit(BASE, "    default: true\n", "    default: true\n    options: {State: null}\n")
     assert partition_lines(load(text)) == [
         "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE DefMemPerGPU=1000"
+        " TRESBillingWeights=CPU=0.5,GRES/gpu=1"
     ]
     text = edit(BASE, "    default: true\n", "    default: true\n    options: {state: DOWN}\n")
     assert partition_lines(load(text)) == [
         "PartitionName=all Nodes=dev[1-2],gpu[1-4] Default=YES MaxTime=INFINITE DefMemPerGPU=1000 State=DOWN"
+        " TRESBillingWeights=CPU=0.5,GRES/gpu=1"
     ]
 
 

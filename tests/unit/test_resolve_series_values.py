@@ -54,7 +54,7 @@ def test_slurm_conf_and_cgroup_overrides_name_plugins_the_series_ships():
         BASE,
         "24.11.5-4+deb13u1",
         "  conf:\n    SelectType: select/cons_res\n    TaskPlugin: affinity,task/cgroup,task/bogus\n"
-        "    PreemptType: qos\n    MpiDefault: pmix_v4\n    JobCompType: jobcomp/none\n"
+        "    JobAcctGatherType: cgroup\n    MpiDefault: pmix_v4\n    JobCompType: jobcomp/none\n"
         "    SchedulerType: select/linear\n"
         "cgroup:\n  overrides:\n    CgroupPlugin: cgroup/v1\n",
     )
@@ -65,7 +65,8 @@ def test_slurm_conf_and_cgroup_overrides_name_plugins_the_series_ships():
         problem(text, "TaskPlugin:", "slurm.conf.TaskPlugin",
                 "Slurm 24.11 has no task/bogus plugin (no task_bogus.so in its Debian packages):"
                 " task/affinity, task/cgroup"),
-        problem(text, "PreemptType:", "slurm.conf.PreemptType", "'qos' is not a plugin: write preempt/NAME"),
+        problem(text, "JobAcctGatherType:", "slurm.conf.JobAcctGatherType",
+                "'cgroup' is not a plugin: write jobacct_gather/NAME"),
         problem(text, "MpiDefault:", "slurm.conf.MpiDefault",
                 "Slurm 24.11 has no mpi/pmix_v4 plugin (no mpi_pmix_v4.so in its Debian packages):"
                 " mpi/cray_shasta, mpi/pmi2, mpi/pmix, mpi/pmix_v5"),
@@ -155,8 +156,14 @@ def test_free_form_keys_in_slurm_formats():
                 "'4G': DefMemPerCPU takes a whole number of megabytes, no unit (4096, not 4G)"),
         problem(text, "SrunPortRange", "slurm.conf.SrunPortRange",
                 "'60001:63000': SrunPortRange takes a port range LOW-HIGH, 1 <= LOW <= HIGH <= 65535"),
+        # the inventory owns it now (priority.decay_half_life, a Slurm time checked by the model)
         problem(text, "PriorityDecayHalfLife", "slurm.conf.PriorityDecayHalfLife",
-                "'7days': PriorityDecayHalfLife takes a Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM,"
+                "set by the inventory: use priority.decay_half_life"),
+    ]
+    text = BASE + "priority:\n  decay_half_life: 7days\n"
+    assert problems(text) == [
+        problem(text, "decay_half_life", "priority.decay_half_life",
+                "'7days' is not a Slurm time: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM,"
                 " D-HH:MM:SS, INFINITE or UNLIMITED"),
     ]
 

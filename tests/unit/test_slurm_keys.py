@@ -3,10 +3,11 @@ there (or named overridable), and every owned key is rendered from its field."""
 
 from __future__ import annotations
 
-from unit_helpers import SHIPPED_INVENTORIES
+from unit_helpers import SHIPPED_INVENTORIES, load
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
+from cluster_cli.render.priority import signal_item
 from cluster_cli.render.slurm_conf import derived_list_items, derived_settings, render_slurm_conf
 from cluster_cli.slurm_keys import (
     MANAGED_CGROUP_KEYS,
@@ -46,8 +47,21 @@ def test_every_list_item_slurm_conf_derives_is_owned() -> None:
 
 
 def test_every_owned_list_item_is_rendered() -> None:
-    lines = render_slurm_conf(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"])).splitlines()
+    # the preemption signal is an item of SlurmctldParameters in 22.05, of PreemptParameters later
+    later = (SHIPPED_INVENTORIES["gpu-cluster"].read_text(encoding="utf-8")
+             .replace("slurm:\n", "slurm:\n  version: 24.11.5-4\n", 1))
+    renders = [render_slurm_conf(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"])), render_slurm_conf(load(later))]
+    rendered: dict[str, set[str]] = {}
+    for text in renders:
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key in OWNED_SLURM_LIST_ITEMS:
+                rendered.setdefault(key, set()).update(value.split(","))
     for key, owned in OWNED_SLURM_LIST_ITEMS.items():
-        values = [line.split("=", 1)[1] for line in lines if line.split("=", 1)[0] == key]
-        assert len(values) == 1, f"{key}: {values}"
-        assert set(owned) <= set(values[0].split(",")), f"{key}={values[0]} lacks {sorted(owned)}"
+        assert set(owned) <= rendered.get(key, set()), f"{key}={rendered.get(key)} lacks {sorted(owned)}"
+
+
+def test_the_preemption_signal_item_follows_the_pinned_series() -> None:
+    assert signal_item(None) == ("SlurmctldParameters", "preempt_send_user_signal")
+    assert signal_item("22.05.8-4+deb12u3") == ("SlurmctldParameters", "preempt_send_user_signal")
+    assert signal_item("24.11.5-4") == ("PreemptParameters", "send_user_signal")

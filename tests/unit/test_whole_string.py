@@ -54,6 +54,8 @@ def test_a_node_name_with_a_trailing_newline_is_refused() -> None:
 PATTERN_SAMPLES = {
     r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$": "gpu-1",
     r"^[a-z][a-z0-9_-]{0,39}$": "test",
+    r"^[a-z0-9_][a-z0-9_.-]{0,63}$": "team-a",
+    r"^[a-z_][a-z0-9_-]{0,31}$": "alice",
     r"^[A-Za-z0-9._~+/-]+$": "bookworm",
     r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$": "main",
     r"^[0-9][0-9A-Za-z.+]*$": "2.3.1+cpu",
