@@ -166,7 +166,8 @@ class Proof:
             return problem
         state = daemons.wait_idle(self.layout, self.node)
         if not state.startswith("IDLE"):
-            return f"node {self.node} is {state} 60 s after slurmd started"
+            said = daemons.last_errors(self.layout.log_dir / "slurmctld.log", count=2)
+            return f"node {self.node} is {state} 60 s after slurmd started; slurmctld's last errors: {said}"
         done = daemons.run(self.layout, ["srun", "--nodes=1", "--ntasks=1", "--time=1", "true"], timeout=60)
         if done.returncode != 0:
             return f"srun true exited {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"

@@ -40,7 +40,7 @@ def priority_settings(cluster: Cluster) -> dict[str, Any]:
                 "PriorityWeightQOS": weights.qos,
             }
         )
-        if priority.bill_gpus and any(group.gpus for group in cluster.inventory.node_groups):
+        if bills_gpus(cluster) and any(group.gpus for group in cluster.inventory.node_groups):
             # a job is billed for the larger of its weighted CPUs and GPUs (slurm.conf(5) MAX_TRES)
             settings["PriorityFlags"] = "MAX_TRES"
     if preempts(cluster):
@@ -78,12 +78,18 @@ def priority_list_items(cluster: Cluster) -> dict[str, list[str]]:
     return {key: [item]}
 
 
+def bills_gpus(cluster: Cluster) -> bool:
+    """GPUs are billed only where slurmdbd tracks them: without accounting, gres/gpu is no
+    configured TRES (AccountingStorageTRES) and slurmctld stops at a weight naming it ("TRES
+    weight 'GRES:gpu' is not a configured TRES type"), and there is no fair share to bill for."""
+    return cluster.inventory.priority.bill_gpus and cluster.inventory.accounting.enabled
+
+
 def billing_weights(cluster: Cluster, groups: list[NodeGroup]) -> dict[str, str]:
     """A partition's TRESBillingWeights: GRES/gpu=1 and CPU such that a node's CPUs cost as much as
     its GPUs (the group with the most GPUs per CPU sets it); none for a CPU-only partition."""
-    priority = cluster.inventory.priority
     gpu_groups = [group for group in groups if group.gpus is not None]
-    if not (priority.bill_gpus and priority.type == "multifactor" and gpu_groups):
+    if not (bills_gpus(cluster) and cluster.inventory.priority.type == "multifactor" and gpu_groups):
         return {}
     cpu_weight = max(group.gpus.count / group_cpus(group) for group in gpu_groups if group.gpus)
     return {"TRESBillingWeights": f"CPU={cpu_weight:.4g},GRES/gpu=1"}

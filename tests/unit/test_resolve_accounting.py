@@ -112,3 +112,15 @@ def test_priority_basic_and_no_preemption_render_slurms_plain_choices() -> None:
 def test_a_priority_key_in_the_overrides_is_refused_naming_the_field() -> None:
     text = BASE + "slurm:\n  conf:\n    PriorityType: priority/basic\n"
     assert any("priority.type" in line for line in problems(text)), problems(text)
+
+
+def test_gpus_are_billed_only_where_slurmdbd_tracks_them() -> None:
+    # slurmctld stops at startup on a weight naming a TRES it does not track (found by the GPU kit's
+    # rehearsal: "TRES weight 'GRES:gpu' is not a configured TRES type")
+    with_accounting = render_slurm_conf(load(TEAMS)).splitlines()
+    assert [line for line in with_accounting if "TRESBillingWeights=" in line and "GRES/gpu=1" in line]
+    assert any(line.startswith("AccountingStorageTRES=") and "gres/gpu" in line for line in with_accounting)
+    plain = edit(TEAMS, TEAMS[TEAMS.index("accounting:"):TEAMS.index("node_groups:")], "accounting:\n  enabled: false\n")
+    lines = render_slurm_conf(load(plain)).splitlines()
+    assert not [line for line in lines if "TRESBillingWeights" in line or "MAX_TRES" in line]
+    assert "PriorityType=priority/multifactor" in lines
