@@ -1,6 +1,6 @@
 """setuptools hook: the wheel carries what cluster-cli runs, so `pip install .` or pipx works.
 
-The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, action_plugins/, lookup_plugins/) and
+The Ansible side (ansible.cfg, playbooks/, roles/, plugins/) and
 the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
 cluster_cli.paths.project_root() finds it there. An editable install keeps using the checkout.
@@ -16,7 +16,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SOURCE = Path(__file__).resolve().parent
-SHIPPED = ("ansible.cfg", "playbooks", "roles", "filter_plugins", "library", "action_plugins", "lookup_plugins", "training")
+SHIPPED = ("ansible.cfg", "playbooks", "roles", "plugins", "training")
 # The NVML emulator stands in for the NVIDIA driver on test bed hosts (molecule's gpu scenario,
 # tests/nvml): a user's cluster never runs it, and a host it reached would schedule GPUs that do not exist.
 TEST_ONLY = ("roles/nvml_emulator",)

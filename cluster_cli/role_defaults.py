@@ -1,5 +1,5 @@
 """A role variable's default, as its own role's defaults/main.yml sets it: the one reader of the
-roles' defaults, for the roles' ``role_default`` filter (filter_plugins/cluster_filters.py) and for
+roles' defaults, for the roles' ``role_default`` filter (plugins/filter/cluster_filters.py) and for
 the packages a bundle carries (bundle/packages.py)."""
 
 from __future__ import annotations

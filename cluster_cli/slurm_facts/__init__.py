@@ -1,6 +1,6 @@
 """The Slurm facts that decide what a configuration change needs, per Slurm series: one home.
 
-The roles' deploy logic (filter_plugins/cluster_filters.py ``slurm_conf_change``) and
+The roles' deploy logic (plugins/filter/cluster_filters.py ``slurm_conf_change``) and
 ``cluster-cli plan`` both ask this package; neither keeps a copy of the rules. The facts are data:
 data/slurm-<series>.json, derived from each series' own man pages (and the plugin files of its
 Debian packages, for ``plugin_problems``) by devtools/slurm_docs.py, and

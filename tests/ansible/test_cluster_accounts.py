@@ -1,4 +1,4 @@
-"""library/cluster_accounts.py, run for real by ansible-playbook: a host's fixed-id groups and users,
+"""plugins/modules/cluster_accounts.py, run for real by ansible-playbook: a host's fixed-id groups and users,
 checked and created in one module run, never renumbered.
 
 The module runs against a temporary root (its test-only ``root`` option: it reads ROOT/etc/passwd

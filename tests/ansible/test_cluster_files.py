@@ -1,4 +1,4 @@
-"""library/cluster_files.py, run for real by ansible-playbook: a host's set of files and
+"""plugins/modules/cluster_files.py, run for real by ansible-playbook: a host's set of files and
 directories in one module run, written only when they differ, never through a symbolic link."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""library/daemon_listening.py, run for real by ansible-playbook: it waits for ports to listen, and
+"""plugins/modules/daemon_listening.py, run for real by ansible-playbook: it waits for ports to listen, and
 fails at once, naming why, when the daemon it waits for is gone (not after the whole timeout)."""
 
 from __future__ import annotations

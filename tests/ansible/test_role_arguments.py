@@ -1,6 +1,6 @@
 """The roles' arguments are checked once, on the control node: site.yml applies every role with
 rolespec_validate: false (Ansible's own check is a task per host and role) and its control-node
-preflight checks each play's roles for each of its hosts (action_plugins/cluster_role_arguments.py).
+preflight checks each play's roles for each of its hosts (plugins/action/cluster_role_arguments.py).
 
 Run for real with ansible-playbook: the preflight's task as site.yml has it, over the inventories
 cluster-cli renders from the repository's inventory files, and over small inventories with one bad

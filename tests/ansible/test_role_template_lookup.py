@@ -1,4 +1,4 @@
-"""lookup_plugins/role_template.py, run for real by ansible-playbook: every role template the roles
+"""plugins/lookup/role_template.py, run for real by ansible-playbook: every role template the roles
 render through it gives the very text of ansible.builtin.template's lookup, without that lookup's
 deep copy of every variable (issue 17: the copy grows with the inventory, once per host and template).
 """

@@ -34,7 +34,7 @@ def _run(tmp_path: Path, callbacks: str) -> str:
     (tmp_path / "lookups").mkdir(parents=True)
     (tmp_path / "lookups" / "warm_probe.py").write_text(PROBE)
     env = {
-        "ANSIBLE_LOOKUP_PLUGINS": f"{tmp_path / 'lookups'}{os.pathsep}{REPO / 'lookup_plugins'}",
+        "ANSIBLE_LOOKUP_PLUGINS": f"{tmp_path / 'lookups'}{os.pathsep}{REPO / 'plugins' / 'lookup'}",
         "ANSIBLE_CALLBACK_PLUGINS": str(runner.PLUGIN_DIR),
         "ANSIBLE_CALLBACKS_ENABLED": callbacks,
     }

@@ -43,8 +43,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(source)], cwd=work)
     wheel = next((work / "dist").glob("cluster_cli-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "action_plugins/cluster_packages.py",
-                    "lookup_plugins/role_template.py",
+    for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "plugins/action/cluster_packages.py",
+                    "plugins/lookup/role_template.py",
                     "training/launch.sh"):
         assert f"cluster_cli/share/{shipped}" in names, f"the wheel lacks {shipped}"
     run([*pip, "install", "--no-deps", "--target", str(work / "site"), str(wheel)], cwd=work)

@@ -50,5 +50,5 @@ def test_the_main_process_does_not_poll_its_workers_a_thousand_times_a_second() 
 
 
 def test_the_roles_find_their_lookups() -> None:
-    assert settings().get("defaults", "lookup_plugins") == "lookup_plugins"
-    assert (REPO / "lookup_plugins" / "role_template.py").is_file()
+    assert settings().get("defaults", "lookup_plugins") == "plugins/lookup"
+    assert (REPO / "plugins" / "lookup" / "role_template.py").is_file()

@@ -1,4 +1,4 @@
-"""filter_plugins/cluster_filters.py: what each filter returns, edge cases included (plain Python,
+"""plugins/filter/cluster_filters.py: what each filter returns, edge cases included (plain Python,
 no Ansible run). Each filter stands for Jinja the roles or playbooks used to spell out, and must
 return what that Jinja returned."""
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cluster_filters", REPO / "filter_plugins" / "cluster_filters.py")
+    spec = importlib.util.spec_from_file_location("cluster_filters", REPO / "plugins" / "filter" / "cluster_filters.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -30,7 +30,7 @@ F = _load()
 
 def test_ansible_cfg_points_filter_plugins_here() -> None:
     text = (REPO / "ansible.cfg").read_text()
-    assert "\nfilter_plugins = filter_plugins\n" in text
+    assert "\nfilter_plugins = plugins/filter\n" in text
 
 
 def test_every_filter_is_registered_under_its_function_name() -> None:
@@ -476,7 +476,7 @@ def test_every_filter_is_used_by_a_role_or_playbook() -> None:
 
 
 def test_no_list_is_built_with_append_in_jinja() -> None:
-    # {% set _ = x.append(...) %} loops belong in filter_plugins/cluster_filters.py, with a test here.
+    # {% set _ = x.append(...) %} loops belong in plugins/filter/cluster_filters.py, with a test here.
     for path in ANSIBLE_FILES:
         assert ".append(" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)}: use a filter"
 

@@ -1,7 +1,7 @@
 """Ansible callback plugin: load the Jinja filters and tests once, in ansible-playbook's main process.
 
 Every task runs on every host in a worker process forked from the main process. The first filter
-or test a worker's templates name makes it load all of them (the roles' filter_plugins/ and
+or test a worker's templates name makes it load all of them (the roles' plugins/filter/ and
 Ansible's) into its plugin loader's cache, about 5 ms of CPU, and that cache ends with the worker:
 a deploy paid it once per task and host. Loaded here, before the first play, the cache is in the
 main process, and every worker is forked with it.

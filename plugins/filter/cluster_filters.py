@@ -21,7 +21,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from jinja2 import Undefined
 from jinja2.exceptions import UndefinedError
 
-ROLES_DIR = Path(__file__).resolve().parents[1] / "roles"
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
 
 def daemon_instances(names: list[str], unit: str, pidfile: str, args: list[str] | None = None) -> list[dict[str, Any]]:
@@ -127,7 +127,7 @@ def reasons_by_hosts(hosts: list[str], hostvars: Any, variable: str) -> list[str
 
 
 def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[str, Any]]:
-    """library/cluster_files.py ``devices`` items of the fake GPUs: character devices
+    """plugins/modules/cluster_files.py ``devices`` items of the fake GPUs: character devices
     ``major``:<minor> owned by root with ``mode`` (the numbers converted as Jinja's ``int`` does).
 
         devices: "{{ __slurmd_fake_gpus | fake_gpu_device_items(slurmd_fake_gpu_major, slurmd_fake_gpu_mode) }}"
@@ -514,7 +514,7 @@ def _text_or_none(path: Path) -> str | None:
 
 
 def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str = "0644") -> list[dict[str, str]]:
-    """library/cluster_files.py items of rendered files: each name's text read from ``src_dir``
+    """plugins/modules/cluster_files.py items of rendered files: each name's text read from ``src_dir``
     on the control node, for ``dest_dir`` on the host, owned by root."""
     return [{"dest": f"{dest_dir}/{name}", "content": (Path(src_dir) / name).read_text(encoding="utf-8"),
              "owner": "root", "group": "root", "mode": mode} for name in names]
@@ -522,12 +522,12 @@ def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str
 
 def directory_items(paths: list[str], owner: str = "root", group: str = "root",
                     mode: str = "0755") -> list[dict[str, str]]:
-    """library/cluster_files.py items of directories with one owner, group and mode."""
+    """plugins/modules/cluster_files.py items of directories with one owner, group and mode."""
     return [{"path": path, "owner": owner, "group": group, "mode": mode} for path in paths]
 
 
 def marker_file_items(names: list[str], directory: str) -> list[dict[str, str]]:
-    """library/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
+    """plugins/modules/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
     return [{"dest": f"{directory}/{name}", "content": "", "owner": "root", "group": "root", "mode": "0644"}
             for name in names]
 
