@@ -77,7 +77,7 @@ def accounts(root: Path, **changes: object) -> dict:
 def _run(tmp_path: Path, args: dict, options: tuple[str, ...] = (), name: str = "work") -> tuple[PlaybookRun, dict]:
     result = tmp_path / f"{name}.json"
     play = {"tasks": [
-        {"name": "accounts", "cluster_accounts": args, "register": "out"},
+        {"name": "accounts", "cluster_cli.slurm.cluster_accounts": args, "register": "out"},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}
     run = run_play(tmp_path / name, play, {HOST: {}}, {}, options=options)

@@ -20,7 +20,7 @@ pytestmark = [
 def _converge(tmp_path: Path, args: dict, options: tuple[str, ...] = ()) -> tuple[PlaybookRun, dict]:
     result = tmp_path / "result.json"
     play = {"tasks": [
-        {"name": "converge", "cluster_files": args, "register": "out"},
+        {"name": "converge", "cluster_cli.slurm.cluster_files": args, "register": "out"},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}
     run = run_play(tmp_path / "work", play, {HOST: {}}, {}, options=options)

@@ -83,7 +83,7 @@ def test_apt_arguments() -> None:
 def _run(tmp_path: Path, names: list[str], options: tuple[str, ...] = ()) -> tuple[object, dict]:
     result = tmp_path / "result.json"
     play = {"tasks": [
-        {"name": "Install", "cluster_packages": {"names": names, "policy_rc_d": 101}, "register": "out",
+        {"name": "Install", "cluster_cli.slurm.cluster_packages": {"names": names, "policy_rc_d": 101}, "register": "out",
          "ignore_errors": True},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}

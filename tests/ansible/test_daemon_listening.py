@@ -24,7 +24,7 @@ def _closed_port() -> int:
 
 def _wait(tmp_path: Path, ports: list[int], timeout: int = 20, env: dict[str, str] | None = None,
           **checks: list[str]) -> tuple[PlaybookRun, float]:
-    task = {"name": "wait", "daemon_listening": {"ports": ports, "timeout": timeout, **checks}}
+    task = {"name": "wait", "cluster_cli.slurm.daemon_listening": {"ports": ports, "timeout": timeout, **checks}}
     started = time.monotonic()
     run = run_play(tmp_path / "work", {"tasks": [task]}, {HOST: {}}, {}, env=env)
     return run, time.monotonic() - started
