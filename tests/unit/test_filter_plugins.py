@@ -18,6 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load() -> ModuleType:
+    # The filters import the collection's plugin_utils as ansible_collections.cluster_cli.slurm...:
+    # collections/ holds the link that makes the repository root that package (ansible.cfg's
+    # collections_path), for plain Python too.
+    if str(REPO / "collections") not in sys.path:
+        sys.path.insert(0, str(REPO / "collections"))
     spec = importlib.util.spec_from_file_location("cluster_filters", REPO / "plugins" / "filter" / "cluster_filters.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
