@@ -1,9 +1,11 @@
 """setuptools hook: the wheel carries what cluster-cli runs, so `pip install .` or pipx works.
 
-The Ansible side (ansible.cfg, playbooks/, roles/, filter_plugins/, library/, action_plugins/, lookup_plugins/) and
+The Ansible side (ansible.cfg, the collection's galaxy.yml, meta/, playbooks/, roles/, plugins/) and
 the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
-cluster_cli.paths.project_root() finds it there. An editable install keeps using the checkout.
+cluster_cli.paths.project_root() finds it there (cluster-cli links it as the collection cluster_cli.slurm
+for each playbook run, cluster_cli/ansible/runner.py). The modules cluster_cli/ shares with the
+collection are links to plugins/plugin_utils/: the wheel gets the files. An editable install keeps using the checkout.
 Test fixtures among them (TEST_ONLY) stay out of the wheel: only the checkout's tests use them.
 """
 
@@ -16,7 +18,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SOURCE = Path(__file__).resolve().parent
-SHIPPED = ("ansible.cfg", "playbooks", "roles", "filter_plugins", "library", "action_plugins", "lookup_plugins", "training")
+SHIPPED = ("ansible.cfg", "galaxy.yml", "meta", "playbooks", "roles", "plugins", "training")
 # The NVML emulator stands in for the NVIDIA driver on test bed hosts (molecule's gpu scenario,
 # tests/nvml): a user's cluster never runs it, and a host it reached would schedule GPUs that do not exist.
 TEST_ONLY = ("roles/nvml_emulator",)

@@ -1,5 +1,5 @@
 """The accounts, users' associations and QoS the inventory asks slurmdbd for: one document, the
-role variable ``slurmdbd_accounting`` that library/slurm_associations.py applies with sacctmgr
+role variable ``slurmdbd_accounting`` that plugins/modules/slurm_associations.py applies with sacctmgr
 (and compares with what ``sacctmgr show`` reads; it normalises both sides the same way).
 
 Accounts come parents first; the account of the users that name none (``accounting.account``)

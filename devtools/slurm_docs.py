@@ -1,4 +1,5 @@
-"""Derive cluster_cli/slurm_facts/data/slurm-<series>.json from a Slurm release's own man pages.
+"""Derive plugins/plugin_utils/slurm_facts/data/slurm-<series>.json (the collection's; cluster_cli/slurm_facts/
+links to it) from a Slurm release's own man pages.
 
 For each supported Slurm series this reads slurm.conf(5), gres.conf(5), cgroup.conf(5),
 topology.conf(5), slurmdbd.conf(5) and scontrol(1) as Debian ships them and writes every documented
@@ -16,7 +17,7 @@ packages cluster-cli installs) of the types a configuration key loads (cluster_c
 22.05 is read from the installed packages when they are that series (Debian 12), otherwise, like
 24.11 (Debian 13, trixie) and 26.05 (Debian forky/sid), from the .deb files of deb.debian.org:
 the suite's Packages index names the file and its SHA256, ``dpkg-deb -x`` unpacks it into a
-temporary directory. The curated facts (cluster_cli/slurm_facts/data/rules.json) are checked at
+temporary directory. The curated facts (plugins/plugin_utils/slurm_facts/data/rules.json) are checked at
 the same time: every man-page quote there must be in that series' man page.
 """
 
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO / "cluster_cli" / "slurm_facts" / "data"
+DATA_DIR = REPO / "plugins" / "plugin_utils" / "slurm_facts" / "data"
 RULES = DATA_DIR / "rules.json"
 DOC = REPO / "docs" / "slurm-rules.md"
 MIRROR = "http://deb.debian.org/debian"

@@ -12,8 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import PROJECT_DIR_VARIABLE, project_root
 
 PLUGIN_DIR = Path(__file__).parent / "callback_plugins"
+# The project is the Ansible collection cluster_cli.slurm (galaxy.yml), whose roles name its modules
+# and plugins by their fully qualified names.
+COLLECTION_NAMESPACE, COLLECTION_NAME = "cluster_cli", "slurm"
 
 
 def project_dir() -> Path:
@@ -34,6 +39,19 @@ def project_dir() -> Path:
             "checkout and the installed package): reinstall cluster-cli or set that variable"
         )
     return root
+
+
+@contextmanager
+def collections_path(project: Path) -> Iterator[Path]:
+    """For ANSIBLE_COLLECTIONS_PATH while a playbook runs: a temporary directory whose
+    ansible_collections/cluster_cli/slurm is a link to ``project``. The same for a checkout, a copy
+    of one and the copy an installed wheel carries (which has no collections/ link, see ansible.cfg),
+    and no collection of that name installed elsewhere comes first."""
+    with tempfile.TemporaryDirectory(prefix="cluster-cli-collections-") as directory:
+        namespace = Path(directory) / "ansible_collections" / COLLECTION_NAMESPACE
+        namespace.mkdir(parents=True)
+        (namespace / COLLECTION_NAME).symlink_to(project.resolve(), target_is_directory=True)
+        yield Path(directory)
 
 
 @dataclass(frozen=True)
@@ -152,7 +170,8 @@ def run_playbook(
     wave: set[str] = set()
     started = time.monotonic()
     descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(descriptor, "a", encoding="utf-8") as log:
+    with os.fdopen(descriptor, "a", encoding="utf-8") as log, collections_path(project) as collections:
+        environment["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         try:

@@ -12,7 +12,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import project_root
 from cluster_cli.render.ansible_inventory import pam_adopt_node
-from cluster_cli.role_defaults import role_default
+from cluster_cli.role_defaults import RoleDefaultError, role_default
 
 #: The NVML plugin package roles/slurm_build makes (Debian's Slurm has no gpu/nvml plugin).
 NVML_PLUGIN_PACKAGE = "slurm-wlm-nvml-plugin"
@@ -36,7 +36,10 @@ def package_list(variable: str) -> tuple[str, ...]:
     root = project_root()
     if root is None:
         raise ClusterCliError("cannot find roles/ (reinstall cluster-cli or set CLUSTER_CLI_PROJECT_DIR)")
-    value = role_default(variable, Path(root) / "roles")
+    try:
+        value = role_default(variable, Path(root) / "roles")
+    except RoleDefaultError as error:
+        raise ClusterCliError(str(error)) from None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ClusterCliError(f"{Path(root) / 'roles'}: {variable} is not a list of package names")
     return tuple(value)

@@ -21,13 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster_cli.cluster import Cluster, SlurmNode
-from cluster_cli.health_expectations import HostHealthTexts
+from cluster_cli.health_expectations import HEALTH_REASON_PREFIX, HostHealthTexts
 from cluster_cli.render.common import json_string, json_text
 
-# A drain whose reason starts with this is the health check's own: it lifts it when the node
-# passes again. Any other reason (an administrator's, `cluster-cli nodes drain`'s, Slurm's) it
-# never touches.
-HEALTH_REASON_PREFIX = "cluster-cli health:"
 # Where roles/slurmd installs the checker and its configuration (slurmd passes the program no
 # arguments, so the checker's default config path is this one; a unit test holds them equal).
 HEALTH_PROGRAM_PATH = "/usr/local/sbin/cluster-cli-health"

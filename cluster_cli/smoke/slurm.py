@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster_cli.node_states import parse_scontrol_record
 from cluster_cli.smoke.suite_errors import CheckTimeout, SmokeSetupError
 from cluster_cli.smoke.text import tail
 
@@ -93,14 +93,6 @@ class JobInfo:
 
     def get(self, key: str, default: str = "") -> str:
         return self.records[0].get(key, default) if self.records else default
-
-
-_PAIR = re.compile(r"(\S+?)=(.*?)(?=\s\S+?=|$)")
-
-
-def parse_scontrol_record(line: str) -> dict[str, str]:
-    """``JobId=5 JobName=a b UserId=x(1)`` -> dict; values may contain spaces (JobName, Reason)."""
-    return {key: value for key, value in _PAIR.findall(line.strip())}
 
 
 def client_environment(

@@ -55,7 +55,8 @@ def bundle(target: SmokeTarget | Sequence[SmokeTarget]) -> bytes:
     """tar.gz of the smoke package, the training scripts and the target(s)."""
     targets = [target] if isinstance(target, SmokeTarget) else list(target)
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+    # dereference: cluster_cli/node_states.py is a link into the collection's plugin_utils
+    with tarfile.open(fileobj=buffer, mode="w:gz", dereference=True) as archive:
         for module in CARRIED_MODULES:
             archive.add(PACKAGE_DIR / module, arcname=f"cluster_cli/{module}")
         _add_tree(archive, PACKAGE_DIR / "smoke", "cluster_cli/smoke")

@@ -1,4 +1,4 @@
-"""library/cluster_accounts.py, run for real by ansible-playbook: a host's fixed-id groups and users,
+"""plugins/modules/cluster_accounts.py, run for real by ansible-playbook: a host's fixed-id groups and users,
 checked and created in one module run, never renumbered.
 
 The module runs against a temporary root (its test-only ``root`` option: it reads ROOT/etc/passwd
@@ -77,7 +77,7 @@ def accounts(root: Path, **changes: object) -> dict:
 def _run(tmp_path: Path, args: dict, options: tuple[str, ...] = (), name: str = "work") -> tuple[PlaybookRun, dict]:
     result = tmp_path / f"{name}.json"
     play = {"tasks": [
-        {"name": "accounts", "cluster_accounts": args, "register": "out"},
+        {"name": "accounts", "cluster_cli.slurm.cluster_accounts": args, "register": "out"},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}
     run = run_play(tmp_path / name, play, {HOST: {}}, {}, options=options)

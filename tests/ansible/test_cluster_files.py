@@ -1,4 +1,4 @@
-"""library/cluster_files.py, run for real by ansible-playbook: a host's set of files and
+"""plugins/modules/cluster_files.py, run for real by ansible-playbook: a host's set of files and
 directories in one module run, written only when they differ, never through a symbolic link."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ pytestmark = [
 def _converge(tmp_path: Path, args: dict, options: tuple[str, ...] = ()) -> tuple[PlaybookRun, dict]:
     result = tmp_path / "result.json"
     play = {"tasks": [
-        {"name": "converge", "cluster_files": args, "register": "out"},
+        {"name": "converge", "cluster_cli.slurm.cluster_files": args, "register": "out"},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}
     run = run_play(tmp_path / "work", play, {HOST: {}}, {}, options=options)

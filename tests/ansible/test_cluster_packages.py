@@ -1,4 +1,4 @@
-"""action_plugins/cluster_packages.py: dpkg-query first, apt only for what is missing, one task result.
+"""plugins/action/cluster_packages.py: dpkg-query first, apt only for what is missing, one task result.
 
 The parsing is tested directly; the action itself runs for real under ansible-playbook on this
 machine's dpkg (a package that is installed, one that does not exist).
@@ -16,7 +16,7 @@ import pytest
 from role_runner import HOST, ansible_playbook, run_play
 
 REPO = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("cluster_packages", REPO / "action_plugins" / "cluster_packages.py")
+_SPEC = importlib.util.spec_from_file_location("cluster_packages", REPO / "plugins" / "action" / "cluster_packages.py")
 A = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(A)
 
@@ -83,7 +83,7 @@ def test_apt_arguments() -> None:
 def _run(tmp_path: Path, names: list[str], options: tuple[str, ...] = ()) -> tuple[object, dict]:
     result = tmp_path / "result.json"
     play = {"tasks": [
-        {"name": "Install", "cluster_packages": {"names": names, "policy_rc_d": 101}, "register": "out",
+        {"name": "Install", "cluster_cli.slurm.cluster_packages": {"names": names, "policy_rc_d": 101}, "register": "out",
          "ignore_errors": True},
         {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result)}, "check_mode": False},
     ]}

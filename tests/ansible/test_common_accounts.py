@@ -1,4 +1,4 @@
-"""roles/common's slurm and munge accounts (library/cluster_accounts.py), checked in preflight on
+"""roles/common's slurm and munge accounts (plugins/modules/cluster_accounts.py), checked in preflight on
 localhost: the role variables point SlurmUser and munge at existing accounts of the host (nobody,
 nogroup) with other ids. Check mode: nothing is created, so no root is needed for the checks."""
 

@@ -1,4 +1,4 @@
-"""library/daemon_listening.py, run for real by ansible-playbook: it waits for ports to listen, and
+"""plugins/modules/daemon_listening.py, run for real by ansible-playbook: it waits for ports to listen, and
 fails at once, naming why, when the daemon it waits for is gone (not after the whole timeout)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _closed_port() -> int:
 
 def _wait(tmp_path: Path, ports: list[int], timeout: int = 20, env: dict[str, str] | None = None,
           **checks: list[str]) -> tuple[PlaybookRun, float]:
-    task = {"name": "wait", "daemon_listening": {"ports": ports, "timeout": timeout, **checks}}
+    task = {"name": "wait", "cluster_cli.slurm.daemon_listening": {"ports": ports, "timeout": timeout, **checks}}
     started = time.monotonic()
     run = run_play(tmp_path / "work", {"tasks": [task]}, {HOST: {}}, {}, env=env)
     return run, time.monotonic() - started

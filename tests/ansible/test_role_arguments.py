@@ -1,6 +1,6 @@
 """The roles' arguments are checked once, on the control node: site.yml applies every role with
 rolespec_validate: false (Ansible's own check is a task per host and role) and its control-node
-preflight checks each play's roles for each of its hosts (action_plugins/cluster_role_arguments.py).
+preflight checks each play's roles for each of its hosts (plugins/action/cluster_role_arguments.py).
 
 Run for real with ansible-playbook: the preflight's task as site.yml has it, over the inventories
 cluster-cli renders from the repository's inventory files, and over small inventories with one bad
@@ -123,7 +123,7 @@ def test_the_preflight_checks_every_imported_role_for_its_plays_hosts() -> None:
                  if application.get("task") == "ansible.builtin.import_role"]
         if roles:
             expected.append({"hosts": play["hosts"], "roles": roles})
-    assert preflight_task()["cluster_role_arguments"]["plays"] == expected
+    assert preflight_task()["cluster_cli.slurm.cluster_role_arguments"]["plays"] == expected
 
 
 def test_the_preflight_check_runs_whatever_the_tags() -> None:
@@ -206,7 +206,7 @@ def run_own_role(tmp_path: Path, compute_vars: dict[str, dict[str, Any]]) -> dic
     }}}}))
     (role / "defaults" / "main.yml").write_text('needs_a_value_port: "{{ needs_a_value_base | default(1) }}"\n')
     task = preflight_task()
-    task["cluster_role_arguments"]["plays"] = [{"hosts": "slurm_compute", "roles": ["needs_a_value"]}]
+    task["cluster_cli.slurm.cluster_role_arguments"]["plays"] = [{"hosts": "slurm_compute", "roles": ["needs_a_value"]}]
     play = [{"name": "Role arguments", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp_path / "inventory.json").write_text(json.dumps(small_inventory(compute_vars)))

@@ -109,9 +109,11 @@ def playbook_tasks():
 
 # What is not one of these keys of a task is the module (or action) it runs.
 TASK_KEYWORDS = set(Task.fattributes) | {"listen", "block", "rescue", "always"}
-# The project's own modules and actions (ansible.cfg: library, action_plugins), called by short name.
-PROJECT_MODULES = {path.stem for folder in ("library", "action_plugins") for path in (REPO / folder).glob("*.py")}
-PLUGIN_FOLDERS = ("library", "action_plugins", "lookup_plugins", "filter_plugins")
+# The collection's own modules and actions (galaxy.yml: cluster_cli.slurm), called by their fully qualified names.
+COLLECTION = "cluster_cli.slurm"
+PROJECT_MODULES = {f"{COLLECTION}.{path.stem}" for folder in ("plugins/modules", "plugins/action")
+                   for path in (REPO / folder).glob("*.py")}
+PLUGIN_FOLDERS = ("plugins/modules", "plugins/action", "plugins/lookup", "plugins/filter")
 LOOKUP = re.compile(r"\b(?:lookup|query|q)\(\s*['\"]([\w.]+)['\"]")
 
 
@@ -135,17 +137,18 @@ def used_lookups() -> set[str]:
 
 def test_modules_are_ansible_builtin_or_the_projects_own() -> None:
     used = used_modules()
-    assert {"ansible.builtin.command", "cluster_files", "cluster_packages"} <= used, "the walk found the tasks"
+    assert {"ansible.builtin.command", f"{COLLECTION}.cluster_files", f"{COLLECTION}.cluster_packages"} <= used, \
+        "the walk found the tasks"
     others = sorted(name for name in used if not name.startswith("ansible.builtin.") and name not in PROJECT_MODULES)
-    assert not others, f"modules neither ansible.builtin nor in library/ or action_plugins/: {others}"
+    assert not others, f"modules neither ansible.builtin nor in plugins/modules/ or plugins/action/: {others}"
 
 
 def test_lookups_are_ansible_builtin_or_the_projects_own() -> None:
-    own = {path.stem for path in (REPO / "lookup_plugins").glob("*.py")}
+    own = {f"{COLLECTION}.{path.stem}" for path in (REPO / "plugins" / "lookup").glob("*.py")}
     used = used_lookups()
-    assert {"role_template", "ansible.builtin.file"} <= used, "the search found the lookups"
+    assert {f"{COLLECTION}.role_template", "ansible.builtin.file"} <= used, "the search found the lookups"
     others = sorted(name for name in used if not name.startswith("ansible.builtin.") and name not in own)
-    assert not others, f"lookups neither ansible.builtin nor in lookup_plugins/: {others}"
+    assert not others, f"lookups neither ansible.builtin nor in plugins/lookup/: {others}"
 
 
 def test_roles_md_names_the_project_plugins_the_tree_holds_and_the_roles_use() -> None:
@@ -156,7 +159,8 @@ def test_roles_md_names_the_project_plugins_the_tree_holds_and_the_roles_use() -
     held = {str(path.relative_to(REPO)) for folder in PLUGIN_FOLDERS for path in (REPO / folder).glob("*.py")}
     assert named == held, f"only in docs/roles.md: {sorted(named - held)}; only in the tree: {sorted(held - named)}"
     called = used_modules() | used_lookups()
-    unused = [path for path in sorted(held) if not path.startswith("filter_plugins/") and Path(path).stem not in called]
+    unused = [path for path in sorted(held)
+              if not path.startswith("plugins/filter/") and f"{COLLECTION}.{Path(path).stem}" not in called]
     assert not unused, f"documented and shipped, but no task uses them: {unused}"
 
 

@@ -1,4 +1,4 @@
-"""lookup_plugins/role_template.py, run for real by ansible-playbook: every role template the roles
+"""plugins/lookup/role_template.py, run for real by ansible-playbook: every role template the roles
 render through it gives the very text of ansible.builtin.template's lookup, without that lookup's
 deep copy of every variable (issue 17: the copy grows with the inventory, once per host and template).
 """
@@ -14,7 +14,7 @@ from role_runner import REPO, ansible_playbook, run_play
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
-USE = re.compile(r"lookup\('role_template', '([^']+)'\)")
+USE = re.compile(r"lookup\('cluster_cli\.slurm\.role_template', '([^']+)'\)")
 ROLE_FILES = ("tasks/*.yml", "vars/main.yml", "defaults/main.yml", "handlers/*.yml")
 
 # Enough for every branch of the templates: a first set with every optional part, a second without.
@@ -59,8 +59,8 @@ def _compare_play(names: list[str]) -> dict[str, object]:
     return {"tasks": [{
         "name": "Compare role_template with ansible.builtin.template",
         "ansible.builtin.assert": {
-            "that": "lookup('role_template', item) == lookup('ansible.builtin.template', item)",
-            "fail_msg": "{{ item }}: role_template gave {{ lookup('role_template', item) | to_json }}, "
+            "that": "lookup('cluster_cli.slurm.role_template', item) == lookup('ansible.builtin.template', item)",
+            "fail_msg": "{{ item }}: role_template gave {{ lookup('cluster_cli.slurm.role_template', item) | to_json }}, "
                         "ansible.builtin.template {{ lookup('ansible.builtin.template', item) | to_json }}",
         },
         "loop": names,
@@ -100,7 +100,7 @@ def test_ansible_managed_is_the_variable_when_the_inventory_sets_one(tmp_path: P
     names = _with_templates(tmp_path)
     variables = {**WITH_EVERYTHING, "ansible_managed": "Managed by cluster-cli"}
     play = _compare_play(names)
-    play["tasks"].append({"ansible.builtin.debug": {"msg": "{{ lookup('role_template', 'slurm_conf.sh.j2') }}"}})
+    play["tasks"].append({"ansible.builtin.debug": {"msg": "{{ lookup('cluster_cli.slurm.role_template', 'slurm_conf.sh.j2') }}"}})
     run = run_play(tmp_path, play, {"testhost": {}}, variables)
     assert run.returncode == 0, run.explain()
     assert "# Managed by cluster-cli" in run.stdout
@@ -109,7 +109,7 @@ def test_ansible_managed_is_the_variable_when_the_inventory_sets_one(tmp_path: P
 
 def test_a_missing_template_fails_the_task_and_names_it(tmp_path: Path) -> None:
     _with_templates(tmp_path)
-    run = run_play(tmp_path, {"tasks": [{"ansible.builtin.debug": {"msg": "{{ lookup('role_template', 'absent.conf.j2') }}"}}]},
+    run = run_play(tmp_path, {"tasks": [{"ansible.builtin.debug": {"msg": "{{ lookup('cluster_cli.slurm.role_template', 'absent.conf.j2') }}"}}]},
                    {"testhost": {}}, WITH_EVERYTHING)
     assert run.returncode != 0
     assert "absent.conf.j2" in run.text

@@ -8,7 +8,6 @@ reports from inside the worker whether the filter loader's cache is already fill
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,9 @@ from ansible.plugins.lookup import LookupBase
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        return ["filters-loaded" if filter_loader._cached_non_collection_wrappers else "filters-not-loaded"]
+        collection = any(path.endswith("/plugins/filter/cluster_filters.py") for path in filter_loader._module_cache)
+        return ["filters-loaded" if filter_loader._cached_non_collection_wrappers else "filters-not-loaded",
+                "collection-filters-loaded" if collection else "collection-filters-not-loaded"]
 '''
 PLAY = {"tasks": [{"ansible.builtin.debug": {"msg": "{{ lookup('warm_probe') }}"}}]}
 
@@ -34,7 +35,7 @@ def _run(tmp_path: Path, callbacks: str) -> str:
     (tmp_path / "lookups").mkdir(parents=True)
     (tmp_path / "lookups" / "warm_probe.py").write_text(PROBE)
     env = {
-        "ANSIBLE_LOOKUP_PLUGINS": f"{tmp_path / 'lookups'}{os.pathsep}{REPO / 'lookup_plugins'}",
+        "ANSIBLE_LOOKUP_PLUGINS": str(tmp_path / "lookups"),
         "ANSIBLE_CALLBACK_PLUGINS": str(runner.PLUGIN_DIR),
         "ANSIBLE_CALLBACKS_ENABLED": callbacks,
     }
@@ -46,12 +47,14 @@ def _run(tmp_path: Path, callbacks: str) -> str:
 def test_a_worker_starts_with_the_filters_the_warmup_loaded(tmp_path: Path) -> None:
     stdout = _run(tmp_path, "cluster_cli_events,cluster_cli_warmup")
     assert "filters-loaded" in stdout and "filters-not-loaded" not in stdout
+    # the roles' own filters, cluster_cli.slurm's (found through ansible.cfg's collections_path)
+    assert "collection-filters-loaded" in stdout and "collection-filters-not-loaded" not in stdout
 
 
 def test_without_the_warmup_a_worker_starts_without_them(tmp_path: Path) -> None:
     # The events callback alone (no event stream: it writes nothing): the probe tells the difference.
     stdout = _run(tmp_path, "cluster_cli_events")
-    assert "filters-not-loaded" in stdout
+    assert "filters-not-loaded" in stdout and "collection-filters-not-loaded" in stdout
 
 
 def test_cluster_cli_enables_the_warmup_beside_its_events() -> None:

@@ -116,8 +116,8 @@ def test_full_redeploy_changes_nothing(deployed_cluster: DeployedCluster) -> Non
     print(f"full no-op re-deploy took {elapsed:.1f} s")
 
 
-def _associations_module():  # library/slurm_associations.py: its reading and comparing, here against real slurmdbd
-    path = Path(__file__).resolve().parents[2] / "library" / "slurm_associations.py"
+def _associations_module():  # plugins/modules/slurm_associations.py: its reading and comparing, here against real slurmdbd
+    path = Path(__file__).resolve().parents[2] / "plugins" / "modules" / "slurm_associations.py"
     spec = importlib.util.spec_from_file_location("slurm_associations", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

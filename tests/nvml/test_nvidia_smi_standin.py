@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from nvml_emu import CONF_ENV, REPO, SOURCE_DIR, build, have_gcc
 
-sys.path.insert(0, str(REPO / "filter_plugins"))
+sys.path[:0] = [str(REPO / "plugins" / "filter"), str(REPO / "collections")]  # the filters import plugin_utils
 from cluster_filters import nvidia_smi_gpus
 
 pytestmark = pytest.mark.skipif(not have_gcc(), reason="gcc is needed to build the NVML emulator")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster_cli.ansible.runner import collections_path
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -36,17 +38,24 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "__pycache__"))
     else:
         for name in files:
-            if (REPO / name).is_file():
+            # links as links: cluster_cli's modules shared with the collection are links into
+            # plugins/plugin_utils/, which the build must turn into files
+            if (REPO / name).is_symlink():
+                (source / name).parent.mkdir(parents=True, exist_ok=True)
+                (source / name).symlink_to(os.readlink(REPO / name))
+            elif (REPO / name).is_file():
                 (source / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(REPO / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(source)], cwd=work)
     wheel = next((work / "dist").glob("cluster_cli-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for shipped in ("ansible.cfg", "playbooks/site.yml", "roles/slurmd/tasks/main.yml", "action_plugins/cluster_packages.py",
-                    "lookup_plugins/role_template.py",
-                    "training/launch.sh"):
+    for shipped in ("ansible.cfg", "galaxy.yml", "meta/runtime.yml", "playbooks/site.yml", "roles/slurmd/tasks/main.yml",
+                    "plugins/action/cluster_packages.py", "plugins/lookup/role_template.py",
+                    "plugins/plugin_utils/slurm_facts/data/rules.json", "training/launch.sh"):
         assert f"cluster_cli/share/{shipped}" in names, f"the wheel lacks {shipped}"
+    for shared in ("node_states.py", "hostlist.py", "slurm_facts/change.py", "slurm_facts/data/rules.json"):
+        assert f"cluster_cli/{shared}" in names, f"the wheel lacks cluster_cli/{shared}"
     run([*pip, "install", "--no-deps", "--target", str(work / "site"), str(wheel)], cwd=work)
     return work
 
@@ -76,10 +85,12 @@ def test_the_installed_cli_renders_and_its_playbook_passes_ansibles_syntax_check
     build = installed / "build"
     outside(installed, "-m", "cluster_cli", "render", str(inventory), "-o", str(build))
     share = installed / "site" / "cluster_cli" / "share"
-    env = {**os.environ, "ANSIBLE_CONFIG": str(share / "ansible.cfg")}
     playbook = Path(sys.executable).parent / "ansible-playbook"
-    run([str(playbook), "--syntax-check", "-i", str(build / "ansible" / "inventory.yml"),
-         str(share / "playbooks" / "site.yml")], cwd=installed, env=env)
+    # the collection the roles name their plugins from, linked as cluster-cli's runner links it
+    with collections_path(share) as collections:
+        env = {**os.environ, "ANSIBLE_CONFIG": str(share / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(collections)}
+        run([str(playbook), "--syntax-check", "-i", str(build / "ansible" / "inventory.yml"),
+             str(share / "playbooks" / "site.yml")], cwd=installed, env=env)
 
 
 def test_the_wheel_leaves_the_test_only_nvml_emulator_out(installed: Path) -> None:

@@ -49,6 +49,12 @@ def test_the_main_process_does_not_poll_its_workers_a_thousand_times_a_second() 
     assert 0.005 <= settings().getfloat("defaults", "internal_poll_interval") <= 0.05
 
 
-def test_the_roles_find_their_lookups() -> None:
-    assert settings().get("defaults", "lookup_plugins") == "lookup_plugins"
-    assert (REPO / "lookup_plugins" / "role_template.py").is_file()
+def test_the_roles_find_the_collection_they_name_their_plugins_from() -> None:
+    """The roles name their modules and plugins cluster_cli.slurm.NAME: the collections path holds a
+    link to the repository root under that name, and no plugin folder is configured beside it."""
+    assert settings().get("defaults", "collections_path") == "collections"
+    link = REPO / "collections" / "ansible_collections" / "cluster_cli" / "slurm"
+    assert link.is_symlink() and link.resolve() == REPO.resolve()
+    assert (link / "plugins" / "lookup" / "role_template.py").is_file()
+    for setting in ("library", "action_plugins", "filter_plugins", "lookup_plugins"):
+        assert not settings().has_option("defaults", setting), setting

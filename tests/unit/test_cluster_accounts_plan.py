@@ -1,4 +1,4 @@
-"""library/cluster_accounts.py's pure parts: what it plans from the databases and the argv it runs
+"""plugins/modules/cluster_accounts.py's pure parts: what it plans from the databases and the argv it runs
 (the module itself runs for real in tests/ansible/test_cluster_accounts.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 _SPEC = importlib.util.spec_from_file_location(
-    "cluster_accounts", Path(__file__).resolve().parents[2] / "library" / "cluster_accounts.py"
+    "cluster_accounts", Path(__file__).resolve().parents[2] / "plugins" / "modules" / "cluster_accounts.py"
 )
 M = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(M)

@@ -37,6 +37,8 @@ def test_the_ansible_core_floor_is_pyprojects_everywhere() -> None:
     assert check["fail_msg"].startswith(f"ansible-core {floor} or newer is required")
     for meta in sorted((REPO / "roles").glob("*/meta/main.yml")):
         assert yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"] == floor, meta
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())  # the collection's
+    assert runtime["requires_ansible"] == f">={floor}.0", runtime
     assert f"Control node: ansible-core >= {floor} " in (REPO / "docs" / "roles.md").read_text()
 
 

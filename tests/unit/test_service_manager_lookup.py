@@ -1,4 +1,4 @@
-"""lookup_plugins/service_manager.py: the one resolution of cluster_service_manager (plain Python,
+"""plugins/lookup/service_manager.py: the one resolution of cluster_service_manager (plain Python,
 no Ansible run; tests/ansible/test_daemon_piece.py runs the lookup inside ansible-playbook)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("service_manager_lookup", REPO / "lookup_plugins" / "service_manager.py")
+    spec = importlib.util.spec_from_file_location("service_manager_lookup", REPO / "plugins" / "lookup" / "service_manager.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

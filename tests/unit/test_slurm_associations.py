@@ -1,4 +1,4 @@
-"""library/slurm_associations.py's pure parts: what it reads from sacctmgr's output, the difference
+"""plugins/modules/slurm_associations.py's pure parts: what it reads from sacctmgr's output, the difference
 it computes against the document cluster_cli/slurm_accounting.py writes, the sacctmgr argument
 lists it runs, and its refusal to remove what has jobs (the module runs for real in
 tests/deploy/test_60_day2.py)."""
@@ -14,7 +14,7 @@ from cluster_cli.loader import load_cluster
 from cluster_cli.slurm_accounting import accounting_document
 
 _SPEC = importlib.util.spec_from_file_location(
-    "slurm_associations", Path(__file__).resolve().parents[2] / "library" / "slurm_associations.py"
+    "slurm_associations", Path(__file__).resolve().parents[2] / "plugins" / "modules" / "slurm_associations.py"
 )
 M = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(M)

@@ -14,7 +14,7 @@ from devtools import slurm_docs
 from devtools.slurm_rules_doc import render
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "cluster_cli" / "slurm_facts" / "data"
+DATA = REPO / "plugins" / "plugin_utils" / "slurm_facts" / "data"
 RULES = json.loads((DATA / "rules.json").read_text())
 
 PAGE = r""".TH "x.conf" "5"
@@ -130,5 +130,5 @@ def test_the_node_rule_for_changed_nodes_agrees_with_the_man_page(name: str) -> 
 
 def test_docs_slurm_rules_md_is_in_step_with_the_data() -> None:
     assert (REPO / "docs" / "slurm-rules.md").read_text() == render(), (
-        "docs/slurm-rules.md is out of step with cluster_cli/slurm_facts/data: run `python devtools/slurm_docs.py --docs`"
+        "docs/slurm-rules.md is out of step with plugins/plugin_utils/slurm_facts/data: run `python devtools/slurm_docs.py --docs`"
     )

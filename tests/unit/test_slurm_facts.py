@@ -25,7 +25,7 @@ from cluster_cli.slurm_facts import (
 from cluster_cli.slurm_facts.change import CURATED_KEY_RULES
 from cluster_cli.slurm_facts.parse import expand_hostlist, logical_lines, pairs, parse_conf
 
-DATA = Path(__file__).resolve().parents[2] / "cluster_cli" / "slurm_facts" / "data"
+DATA = Path(__file__).resolve().parents[2] / "plugins" / "plugin_utils" / "slurm_facts" / "data"
 RULES = json.loads((DATA / "rules.json").read_text())
 # What each impact of the data asks of the deploy: (restart slurmctld, restart slurmd, reconfigure).
 DEPLOY = {

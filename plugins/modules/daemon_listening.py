@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python
 """Ansible module: wait until a daemon's ports listen, and fail at once when the daemon is gone.
 
 A daemon that exits on a fatal error (a bad slurm.conf key, another cluster's state) never
@@ -10,21 +10,66 @@ not `failed` or `inactive` (`activating` is still alive: a unit restarting on it
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: daemon_listening
+short_description: Wait for a daemon's TCP ports; fail as soon as the daemon is gone
+description:
+  - Each poll reads the listening TCP ports from /proc/net/tcp and /proc/net/tcp6 (no connection, which Slurm's
+    daemons would log as an error) and checks that the daemon still runs, each pid file naming a live process and
+    each systemd unit not C(failed) or C(inactive).
+author: cluster-cli maintainers (!UNKNOWN)
+options:
+  ports:
+    type: list
+    elements: int
+    required: true
+    description:
+      - Local TCP ports that must listen.
+  pidfiles:
+    type: list
+    elements: path
+    default: []
+    description:
+      - Pid files that must name a live process.
+  units:
+    type: list
+    elements: str
+    default: []
+    description:
+      - systemd units that must not be failed or inactive.
+  timeout:
+    type: int
+    default: 60
+    description:
+      - Seconds to wait for the ports.
+"""
+
+EXAMPLES = r"""
+- name: Wait for slurmctld's port while its pid file names a live process
+  cluster_cli.slurm.daemon_listening:
+    ports: [6817]
+    pidfiles: [/run/slurm/slurmctld.pid]
+    timeout: 60
+"""
+
+RETURN = r"""
+ports:
+  type: list
+  elements: int
+  returned: always
+  description: The ports waited for, sorted.
+seconds:
+  type: float
+  returned: always
+  description: How long it waited.
+"""
+
 import os
 import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-DOCUMENTATION = r"""
-module: daemon_listening
-short_description: Wait for a daemon's TCP ports; fail as soon as the daemon is gone
-options:
-  ports: {type: list, elements: int, required: true, description: Local TCP ports that must listen.}
-  pidfiles: {type: list, elements: path, default: [], description: Pid files that must name a live process.}
-  units: {type: list, elements: str, default: [], description: systemd units that must not be failed or inactive.}
-  timeout: {type: int, default: 60, description: Seconds to wait for the ports.}
-"""
 
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 LISTEN = "0A"

@@ -9,13 +9,14 @@
 # validate_argument_spec action uses). No fork and no connection per host.
 #
 #   - name: Check the roles' arguments for every host they are applied to
-#     cluster_role_arguments:
+#     cluster_cli.slurm.cluster_role_arguments:
 #       plays:
 #         - {hosts: cluster, roles: [common, munge, slurm_common]}
 #         - {hosts: slurm_compute, roles: [slurmd]}
 #
 # A failure names each host, role and option, with the validator's message; hosts with the same
-# message for the same role are named on one line.
+# message for the same role are named on one line. Its documentation (ansible-doc) is
+# plugins/modules/cluster_role_arguments.py.
 from __future__ import annotations
 
 import json
@@ -112,7 +113,7 @@ class ActionModule(ActionBase):
                     for message in self._validate(role, layer, host_vars[host], hostvars, templar, memo):
                         failures.setdefault((role.name, message), []).append(host)
 
-        hosts = {host for host, _ in checked}
+        hosts = {host for host, _role in checked}
         result["changed"] = False
         result["checked"] = {"hosts": len(hosts), "host_roles": len(checked)}
         if failures:

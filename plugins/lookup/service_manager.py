@@ -1,7 +1,7 @@
 """Lookup service_manager: how this host runs daemons, ``systemd`` or ``standalone``.
 
-    __munge_service_manager: "{{ lookup('service_manager') }}"
-    include_tasks: start_{{ lookup('service_manager', daemon.manager | default('')) }}.yml
+    __munge_service_manager: "{{ lookup('cluster_cli.slurm.service_manager') }}"
+    include_tasks: start_{{ lookup('cluster_cli.slurm.service_manager', daemon.manager | default('')) }}.yml
 
 
 The one resolution of ``cluster_service_manager``: every role binds its own name to this lookup,
@@ -15,6 +15,34 @@ the caller already knows (playbooks/upgrade.yml: systemd only) and is returned a
 """
 
 from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: service_manager
+author: cluster-cli maintainers (!UNKNOWN)
+short_description: How this host runs daemons, systemd or standalone
+description:
+  - The fact C(common_service_manager) where a play set it; otherwise C(cluster_service_manager) (C(auto) where
+    nothing sets it) resolved against the C(service_mgr) fact, C(auto) being C(systemd) when the fact is C(systemd)
+    and C(standalone) otherwise. Any other value is returned as it is.
+options:
+  _terms:
+    description: The manager the caller already knows; when given and not empty, it is returned as it is.
+    type: list
+    elements: str
+    required: false
+"""
+
+EXAMPLES = r"""
+- name: Start the daemon the way this host runs daemons
+  ansible.builtin.include_tasks: "start_{{ lookup('cluster_cli.slurm.service_manager') }}.yml"
+"""
+
+RETURN = r"""
+_raw:
+  description: C(systemd) or C(standalone) (or the value asked for).
+  type: list
+  elements: str
+"""
 
 from typing import Any
 

@@ -2,7 +2,7 @@
 
     files:
       - dest: /etc/tmpfiles.d/slurm.conf
-        content: "{{ lookup('role_template', 'tmpfiles-slurm.conf.j2') }}"
+        content: "{{ lookup('cluster_cli.slurm.role_template', 'tmpfiles-slurm.conf.j2') }}"
 
 The text ``lookup('ansible.builtin.template', NAME)`` gives for the roles' templates, found the
 same way (the role's ``templates/`` first), without that lookup's deep copy of every variable
@@ -18,6 +18,37 @@ uses them.
 """
 
 from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: role_template
+author: cluster-cli maintainers (!UNKNOWN)
+short_description: A role template's text, rendered with the task's variables without copying them
+description:
+  - Gives the text C(ansible.builtin.template)'s lookup gives for the role's templates, found the same way (the role's
+    C(templates/) first), without that lookup's deep copy of every variable the task sees.
+  - C(ansible_managed) is the task's variable of that name when it has one, else C(Ansible managed).
+options:
+  _terms:
+    description: Names of templates in the role's C(templates/).
+    type: list
+    elements: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Write a file rendered from the role's template
+  cluster_cli.slurm.cluster_files:
+    files:
+      - dest: /etc/tmpfiles.d/slurm.conf
+        content: "{{ lookup('cluster_cli.slurm.role_template', 'tmpfiles-slurm.conf.j2') }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: The rendered text of each template.
+  type: list
+  elements: str
+"""
 
 from collections import ChainMap
 from typing import Any

@@ -1,7 +1,7 @@
 """Action cluster_packages: install the Debian packages a host lacks, in one task result.
 
     - name: Install slurmd
-      cluster_packages:
+      cluster_cli.slurm.cluster_packages:
         names: "{{ __slurmd_packages }}"     # "name" or "name=version"
         policy_rc_d: 101                     # optional: no package script starts a service
 
@@ -14,7 +14,7 @@ worker process, its templating and its results on the control node, for one.
 
 Returns ``dpkg_lines`` (dpkg-query's answer from before any install: "munge=0.5.15-2 ii "),
 ``missing`` (the entries apt was asked for because of them; empty: apt did not run) and apt's
-own result keys when it ran.
+own result keys when it ran. Its documentation (ansible-doc) is plugins/modules/cluster_packages.py.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec={
+        _validation, args = self.validate_argument_spec(argument_spec={
             "names": {"type": "list", "elements": "str", "required": True},
             "policy_rc_d": {"type": "int"},
         })

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python
 """Ansible module: a host's set of small files and directories in one round trip.
 
 `file` and `copy` in a loop cost one module run (an SSH round trip and a worker) per item; a
@@ -13,6 +13,85 @@ replaced: the run fails before it changes anything.
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: cluster_files
+short_description: Read, create and remove a host's small files and directories in one module run
+description:
+  - Checks that the files the set relies on are there, reads the files asked for, makes the directories, writes the
+    files (atomically, only when the bytes differ), makes the character devices and removes the absent paths, in that
+    order, and says which paths changed.
+  - A symbolic link where a file or directory belongs is refused, and something else where a character device belongs
+    (or a device with other numbers) is never replaced; the run fails before it changes anything.
+author: cluster-cli maintainers (!UNKNOWN)
+options:
+  required:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Files that must already be there (C(path), a regular file, a link to one will do) before anything changes;
+        the run fails with the item's C(message) for each one missing.
+  read:
+    type: list
+    elements: path
+    default: []
+    description:
+      - Files whose text is returned in C(contents) (null when absent), read before anything changes.
+  directories:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Directories to create (parents too) with owner, group and mode, in order; with C(keep) an existing one is left
+        as it is (a file system mounted there); C(label) names the setting in a refusal.
+  files:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Files with C(dest), C(content) (text), C(owner), C(group), C(mode), C(backup) (keep a changed file's old bytes
+        beside it).
+  devices:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Character devices with C(path), C(major), C(minor), C(owner), C(group), C(mode); their directories must exist
+        (C(directories)).
+  absent:
+    type: list
+    elements: path
+    default: []
+    description:
+      - Files to remove.
+"""
+
+EXAMPLES = r"""
+- name: Make the configuration directory and write one file into it
+  cluster_cli.slurm.cluster_files:
+    directories:
+      - {path: /etc/example, owner: root, group: root, mode: "0755"}
+    files:
+      - {dest: /etc/example/example.conf, content: "key=value\n", owner: root, group: root, mode: "0644"}
+    absent: [/etc/example/old.conf]
+"""
+
+RETURN = r"""
+changed_paths:
+  type: list
+  elements: str
+  returned: always
+  description: The directories, files and removed paths that changed, in order.
+contents:
+  type: dict
+  returned: always
+  description: The text of each file of C(read), null when it is not there.
+backups:
+  type: dict
+  returned: always
+  description: The backup file of each changed file with C(backup).
+"""
+
 import grp
 import os
 import pwd
@@ -22,42 +101,6 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-
-DOCUMENTATION = r"""
-module: cluster_files
-short_description: Read, create and remove a host's small files and directories in one module run
-options:
-  required:
-    type: list
-    elements: dict
-    default: []
-    description: Files that must already be there (C(path), a regular file, a link to one will do) before anything
-      changes; the run fails with the item's C(message) for each one missing.
-  read: {type: list, elements: path, default: [], description: Files whose text is returned in C(contents) (null when absent), read before anything changes.}
-  directories:
-    type: list
-    elements: dict
-    default: []
-    description: Directories to create (parents too) with owner, group and mode, in order; with C(keep) an existing
-      one is left as it is (a file system mounted there); C(label) names the setting in a refusal.
-  files:
-    type: list
-    elements: dict
-    default: []
-    description: Files with C(dest), C(content) (text), C(owner), C(group), C(mode), C(backup) (keep a changed file's old bytes beside it).
-  devices:
-    type: list
-    elements: dict
-    default: []
-    description: Character devices with C(path), C(major), C(minor), C(owner), C(group), C(mode); their directories must exist (C(directories)).
-  absent: {type: list, elements: path, default: [], description: Files to remove.}
-"""
-
-RETURN = r"""
-changed_paths: {type: list, description: The directories, files and removed paths that changed, in order.}
-contents: {type: dict, description: The text of each file of C(read), null when it is not there.}
-backups: {type: dict, description: The backup file of each changed file with backup.}
-"""
 
 
 class Refused(Exception):

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python
 """Ansible module: a cluster's QoS, accounts and users' associations in slurmdbd, made as asked.
 
 It reads what slurmdbd holds once (`sacctmgr show` of the cluster, QoS, accounts, users and
@@ -26,6 +26,7 @@ from typing import Any
 DOCUMENTATION = r"""
 module: slurm_associations
 short_description: Make a cluster's QoS, accounts and users' associations in slurmdbd as asked, in one module run
+author: cluster-cli maintainers (!UNKNOWN)
 options:
   accounting:
     type: dict

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python
 """Ansible module: a host's fixed-id groups and users, checked and created in one module run.
 
 getent, an assert per account, a warning and `group`/`user` in a loop cost one task result each
@@ -16,40 +16,85 @@ create.
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: cluster_accounts
+short_description: Check a host's fixed-id groups and users and create the missing ones in one module run
+description:
+  - Reads the user and group databases once, checks every wanted account against them, then creates the missing
+    groups and users (groupadd, useradd), in that order.
+  - An existing account is never modified. A strict account with other ids, or a wanted id another name already holds,
+    fails the run before anything is created; a non-strict account with other ids is kept, with a warning. In check
+    mode it only checks and reports what it would create.
+author: cluster-cli maintainers (!UNKNOWN)
+options:
+  groups:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Groups with C(name), C(gid), C(system) (bool) and C(strict) (bool, other ids fail rather than warn).
+  users:
+    type: list
+    elements: dict
+    default: []
+    description:
+      - Users with C(name), C(uid), C(group) (primary group name, one of C(groups) or existing), C(system), C(home),
+        C(create_home), C(shell), C(comment) and C(strict).
+  host:
+    type: str
+    default: ''
+    description:
+      - Prefix of every message (the inventory host name).
+  mismatch_hint:
+    type: str
+    default: ''
+    description:
+      - Appended to the failure about strict accounts with other ids.
+  taken_hint:
+    type: str
+    default: ''
+    description:
+      - Appended to the failure about wanted ids other names hold.
+  kept_note:
+    type: str
+    default: ''
+    description:
+      - Why a non-strict account with other ids is kept (in its warning).
+  root:
+    type: path
+    default: /
+    description:
+      - Tests only. Read ROOT/etc/passwd and group and pass C(--prefix ROOT) to groupadd and useradd.
+"""
+
+EXAMPLES = r"""
+- name: The slurm group and user, 64030 on every host
+  cluster_cli.slurm.cluster_accounts:
+    groups:
+      - {name: slurm, gid: 64030, system: true, strict: true}
+    users:
+      - {name: slurm, uid: 64030, group: slurm, system: true, home: /nonexistent, shell: /usr/sbin/nologin, strict: true}
+    host: "{{ inventory_hostname }}"
+"""
+
+RETURN = r"""
+created:
+  type: dict
+  returned: always
+  description: C(groups) and C(users), the names created (in check mode, that would be created).
+kept:
+  type: list
+  elements: str
+  returned: always
+  description: The non-strict accounts kept with other ids (the warnings' text).
+"""
+
 import grp
 import os
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.parsing.convert_bool import boolean
-
-DOCUMENTATION = r"""
-module: cluster_accounts
-short_description: Check a host's fixed-id groups and users and create the missing ones in one module run
-options:
-  groups:
-    type: list
-    elements: dict
-    default: []
-    description: Groups with C(name), C(gid), C(system) (bool) and C(strict) (bool, other ids fail rather than warn).
-  users:
-    type: list
-    elements: dict
-    default: []
-    description: >-
-      Users with C(name), C(uid), C(group) (primary group name: one of C(groups), or existing), C(system),
-      C(home), C(create_home), C(shell), C(comment) and C(strict).
-  host: {type: str, default: '', description: Prefix of every message (the inventory host name).}
-  mismatch_hint: {type: str, default: '', description: Appended to the failure about strict accounts with other ids.}
-  taken_hint: {type: str, default: '', description: Appended to the failure about wanted ids other names hold.}
-  kept_note: {type: str, default: '', description: Why a non-strict account with other ids is kept (in its warning).}
-  root: {type: path, default: /, description: Tests only - read ROOT/etc/passwd and group and pass --prefix ROOT to groupadd/useradd.}
-"""
-
-RETURN = r"""
-created: {type: dict, description: "C(groups) and C(users): the names created (in check mode: that would be created)."}
-kept: {type: list, description: The non-strict accounts kept with other ids (the warnings' text).}
-"""
 
 
 class Refused(Exception):
@@ -129,7 +174,7 @@ def plan(params: dict, users: dict[str, tuple[str, str]], groups: dict[str, str]
             if have_gid != expected_gid:
                 mismatches.append((strict, f"user {name} has primary GID {have_gid}, expected {expected_gid}"))
             continue
-        holders = [holder for holder, (held, _) in users.items() if held == uid]
+        holders = [holder for holder, (held, _gid) in users.items() if held == uid]
         taken += [f"UID {uid} belongs to user {holder}, so user {name} cannot be created with it" for holder in holders]
         new_users.append(user)
     errors = []

@@ -1,12 +1,17 @@
 """Jinja filters shared by the roles and playbooks of this repository.
 
-ansible.cfg points ``filter_plugins`` here, so every run that uses it (cluster-cli, the role tests,
-ansible-lint) has them. Each filter replaces logic that was written out in Jinja in several places,
+The filters of the collection cluster_cli.slurm: the roles name them ``cluster_cli.slurm.NAME``,
+and Ansible finds them wherever it finds the collection (installed, or through ansible.cfg's
+collections_path in this repository). Each filter replaces logic that was written out in Jinja in several places,
 or a ``{% set _ = list.append(...) %}`` loop, and returns exactly what that Jinja returned.
 tests/unit/test_filter_plugins.py shows each one's behaviour, edge cases included.
 
 The functions take plain data (lists, dicts, strings; hostvars for slurm_node_names, which a
 dict of dicts stands in for), so the unit tests call them directly, without an Ansible run.
+
+What they share with cluster-cli (the Slurm facts, node states, hostlists, the health check's file,
+the roles' defaults) they import from the collection's plugins/plugin_utils/, its one home; they
+need nothing beside ansible-core.
 """
 
 from __future__ import annotations
@@ -21,7 +26,25 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from jinja2 import Undefined
 from jinja2.exceptions import UndefinedError
 
-ROLES_DIR = Path(__file__).resolve().parents[1] / "roles"
+from ansible_collections.cluster_cli.slurm.plugins.plugin_utils.health_expectations import (
+    HEALTH_REASON_PREFIX,
+    HostHealthTexts,
+    UnknownNode,
+)
+from ansible_collections.cluster_cli.slurm.plugins.plugin_utils.hostlist import compress
+from ansible_collections.cluster_cli.slurm.plugins.plugin_utils.node_states import (
+    held_by_operator,
+    is_responding,
+    is_usable,
+    parse_scontrol_record,
+)
+from ansible_collections.cluster_cli.slurm.plugins.plugin_utils.role_defaults import (
+    RoleDefaultError,
+    role_default as owning_role_default,
+)
+from ansible_collections.cluster_cli.slurm.plugins.plugin_utils.slurm_facts import host_conf_change
+
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 
 
 def daemon_instances(names: list[str], unit: str, pidfile: str, args: list[str] | None = None) -> list[dict[str, Any]]:
@@ -43,7 +66,7 @@ def daemon_instances(names: list[str], unit: str, pidfile: str, args: list[str] 
 
 def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
     """The default of the role variable ``name``, as its own role's defaults/main.yml sets it
-    (cluster_cli.role_defaults, which bundle/packages.py reads the package lists with too).
+    (plugin_utils/role_defaults.py, which cluster-cli's bundle reads the package lists with too).
 
     For a role that falls back on another role's variable, where that role's defaults are not in
     scope (another play): the fallback then stays defined once, in the owning role.
@@ -53,9 +76,6 @@ def role_default(name: str, roles_dir: str | Path | None = None) -> Any:
     The owning role is the longest role name that prefixes ``name`` (``slurm_common_conf_dir``:
     slurm_common). Only literal defaults: one that is a template would not be templated again.
     """
-    # the control node runs cluster-cli's Ansible
-    from cluster_cli.role_defaults import RoleDefaultError, role_default as owning_role_default
-
     try:
         return owning_role_default(name, Path(roles_dir) if roles_dir is not None else ROLES_DIR)
     except RoleDefaultError as error:
@@ -115,8 +135,6 @@ def reasons_by_hosts(hosts: list[str], hostvars: Any, variable: str) -> list[str
 
         msg: "{{ ansible_play_hosts | reasons_by_hosts(hostvars, 'slurm_common_change') }}"
     """
-    from cluster_cli.hostlist import compress  # the control node runs cluster-cli's Ansible
-
     hosts_of: dict[str, list[str]] = {}
     for host in hosts:
         change = _lookup(hostvars[host], variable)
@@ -127,7 +145,7 @@ def reasons_by_hosts(hosts: list[str], hostvars: Any, variable: str) -> list[str
 
 
 def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[str, Any]]:
-    """library/cluster_files.py ``devices`` items of the fake GPUs: character devices
+    """plugins/modules/cluster_files.py ``devices`` items of the fake GPUs: character devices
     ``major``:<minor> owned by root with ``mode`` (the numbers converted as Jinja's ``int`` does).
 
         devices: "{{ __slurmd_fake_gpus | fake_gpu_device_items(slurmd_fake_gpu_major, slurmd_fake_gpu_mode) }}"
@@ -296,7 +314,7 @@ def nccl_probe(stdout: str, node_names: list[str], default_node: str) -> dict[st
 
         __nccl_found: "{{ __nccl_probe.stdout | nccl_probe(__nccl_node_names, inventory_hostname_short) }}"
     """
-    _, sections = _probe_sections(stdout)
+    _order, sections = _probe_sections(stdout)
     devinfo = sections.get("ibv_devinfo", [])
     pids = slurmd_pids(sections.get("slurmd", []), node_names, default_node)
     limits: dict[str, str] = {}
@@ -348,7 +366,7 @@ def nvidia_probe(stdout: str, stderr: str = "") -> dict[str, Any]:
     preamble, sections = _probe_sections(stdout)
     keys: dict[str, str] = {}
     for line in preamble:
-        key, _, value = line.strip().partition(" ")
+        key, _space, value = line.strip().partition(" ")
         if key:
             keys[key] = value.strip()
     smi = keys.get("smi", "-")
@@ -418,7 +436,7 @@ def ldconfig_lib_path(text: str, library: str) -> str:
         __nvidia_so1: "{{ __nvidia_state.ldconfig | ldconfig_lib_path('libnvidia-ml.so.1') }}"
     """
     for line in text.splitlines():
-        name, _, rest = line.strip().partition(" ")
+        name, _space, rest = line.strip().partition(" ")
         if name == library and " => " in rest:
             return rest.split(" => ", 1)[1].strip()
     return ""
@@ -427,22 +445,18 @@ def ldconfig_lib_path(text: str, library: str) -> str:
 def slurm_nodes_not_ready(expected: list[str], sinfo_lines: list[str], slurm_user: str = "slurm") -> list[str]:
     """The ``expected`` Slurm nodes that cannot take a job yet, from ``sinfo --noheader --Node
     --format=%N|%T|%u|%E`` lines: not listed, in a state that is not usable (the rule of
-    cluster_cli.node_states: ``idle*`` is not), or with a reason (a drain). A drain a person
+    plugin_utils/node_states.py: ``idle*`` is not), or with a reason (a drain). A drain a person
     set (node_states.held_by_operator) is theirs to lift: such a node counts as ready; the node
     health check's drain (set as root too, reason ``cluster-cli health: ...``) is a failure. A node
     listed once per partition: the last line wins (they agree).
 
         __site_bad: "{{ __site_expected | slurm_nodes_not_ready(__site_sinfo.stdout_lines | default([]), 'slurm') }}"
     """
-    # the control node runs cluster-cli's Ansible
-    from cluster_cli.render.health_conf import HEALTH_REASON_PREFIX
-    from cluster_cli.node_states import held_by_operator, is_usable
-
     rows = dict(line.split("|", 1) for line in sinfo_lines if "|" in line)
     ready = set()
     for node, rest in rows.items():
-        state, _, rest = rest.partition("|")
-        set_by, _, reason = rest.partition("|")
+        state, _bar, rest = rest.partition("|")
+        set_by, _bar, reason = rest.partition("|")
         operators = held_by_operator(state, reason, set_by, slurm_user) and not reason.startswith(HEALTH_REASON_PREFIX)
         if (is_usable(state) and reason == "none") or operators:
             ready.add(node)
@@ -458,8 +472,6 @@ def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[s
 
         until: __slurmd_before.stdout | slurmd_not_reregistered(__slurmd_after.stdout, __slurmd_batch) == []
     """
-    from cluster_cli.node_states import is_responding  # the control node runs cluster-cli's Ansible
-
     old, new = _slurmd_starts(before), _slurmd_starts(after)
     waiting = []
     for name in names:
@@ -470,8 +482,6 @@ def slurmd_not_reregistered(before: str, after: str, names: list[str]) -> list[s
 
 def _slurmd_starts(show_node: str) -> dict[str, tuple[str, str]]:
     """{node: (SlurmdStartTime, State)} from ``scontrol --oneliner show node`` lines."""
-    from cluster_cli.smoke.slurm import parse_scontrol_record  # the control node runs cluster-cli's Ansible
-
     records = [parse_scontrol_record(line) for line in show_node.splitlines()]
     return {record["NodeName"]: (record.get("SlurmdStartTime", ""), record.get("State", ""))
             for record in records if "NodeName" in record}
@@ -479,7 +489,7 @@ def _slurmd_starts(show_node: str) -> dict[str, tuple[str, str]]:
 
 def slurm_conf_change(old_texts: dict[str, str | None], new_dir: str, version: str) -> dict[str, Any]:
     """What the change from the Slurm configuration on a host to the rendered one needs, by the
-    rules of cluster_cli.slurm_facts for the host's Slurm ``version`` (its one home).
+    rules of plugin_utils/slurm_facts for the host's Slurm ``version`` (their one home).
 
     ``old_texts``: each file in place by its path on the host (cluster_files' ``contents``; None:
     the file is not there); ``new_dir``: the directory on the control node holding the rendered
@@ -491,8 +501,6 @@ def slurm_conf_change(old_texts: dict[str, str | None], new_dir: str, version: s
         __slurm_common_change: >-
           {{ __slurm_common_in_place.contents | slurm_conf_change(slurm_common_config_src, __slurm_common_installed_version) }}
     """
-    from cluster_cli.slurm_facts import host_conf_change  # the control node runs cluster-cli's Ansible
-
     old = {Path(path).name: text for path, text in old_texts.items()}
     new = {name: _text_or_none(Path(new_dir) / name) for name in old}
     change, series = host_conf_change(version, old, new)
@@ -514,7 +522,7 @@ def _text_or_none(path: Path) -> str | None:
 
 
 def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str = "0644") -> list[dict[str, str]]:
-    """library/cluster_files.py items of rendered files: each name's text read from ``src_dir``
+    """plugins/modules/cluster_files.py items of rendered files: each name's text read from ``src_dir``
     on the control node, for ``dest_dir`` on the host, owned by root."""
     return [{"dest": f"{dest_dir}/{name}", "content": (Path(src_dir) / name).read_text(encoding="utf-8"),
              "owner": "root", "group": "root", "mode": mode} for name in names]
@@ -522,12 +530,12 @@ def rendered_file_items(names: list[str], src_dir: str, dest_dir: str, mode: str
 
 def directory_items(paths: list[str], owner: str = "root", group: str = "root",
                     mode: str = "0755") -> list[dict[str, str]]:
-    """library/cluster_files.py items of directories with one owner, group and mode."""
+    """plugins/modules/cluster_files.py items of directories with one owner, group and mode."""
     return [{"path": path, "owner": owner, "group": group, "mode": mode} for path in paths]
 
 
 def marker_file_items(names: list[str], directory: str) -> list[dict[str, str]]:
-    """library/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
+    """plugins/modules/cluster_files.py items of empty marker files ``directory/name``, owned by root."""
     return [{"dest": f"{directory}/{name}", "content": "", "owner": "root", "group": "root", "mode": "0644"}
             for name in names]
 
@@ -560,13 +568,10 @@ def keys_mismatched(hosts: list[str], results: list[dict[str, Any]], checksum: s
 def health_config_text(document: str, nodes: list[str]) -> str:
     """A compute host's /etc/cluster-cli-health.json: its ``nodes`` (Slurm node names) out of the
     cluster's expectations, ``document`` (the text of BUILD_DIR/health/expectations.json), as `plan`
-    expects it (cluster_cli/health_expectations.py makes it for both).
+    expects it (plugin_utils/health_expectations.py makes it for both).
 
         'content': lookup('ansible.builtin.file', __slurmd_health_document) | health_config_text(__slurmd_names)
     """
-    # the control node runs cluster-cli's Ansible; standard library only, imported in every worker
-    from cluster_cli.health_expectations import HostHealthTexts, UnknownNode
-
     try:
         return HostHealthTexts(json.loads(document)).text(nodes)
     except UnknownNode as error:

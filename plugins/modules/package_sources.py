@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python
 """Ansible module: the host's other package sources beside an air-gapped mirror, in one run.
 
 An exclusive mirror disables every other apt source by renaming it NAME + suffix (apt ignores it
@@ -13,36 +13,99 @@ moment). One module run where find, mv, file and apt tasks cost one task result 
 
 from __future__ import annotations
 
+DOCUMENTATION = r"""
+module: package_sources
+short_description: Disable the other apt sources beside an exclusive mirror, or put them back; remove a stale pip.conf
+description:
+  - An exclusive mirror disables every other apt source by renaming it NAME + C(suffix); without one the renamed
+    sources are put back under their names. A name taken again by a new file is not overwritten.
+  - A pip.conf this role wrote (it holds C(pip_conf_marker)) is removed; then, with C(update_lists), apt-get update
+    reads the package lists of the sources now active.
+author: cluster-cli maintainers (!UNKNOWN)
+options:
+  places:
+    type: list
+    elements: dict
+    required: true
+    description:
+      - Directories (C(path)) and the file name patterns (C(patterns), globs) of the apt sources in them, renamed
+        copies included.
+  excludes:
+    type: list
+    elements: str
+    default: []
+    description:
+      - File name patterns never touched (the mirror's own source, cluster-cli's own).
+  suffix:
+    type: str
+    required: true
+    description:
+      - What a disabled source's name ends with.
+  exclusive:
+    type: bool
+    required: true
+    description:
+      - Disable the other sources (true) or put the disabled ones back (false).
+  stale_pip_conf:
+    type: path
+    description:
+      - A pip.conf to remove when it holds C(pip_conf_marker).
+  pip_conf_marker:
+    type: str
+    default: ''
+    description:
+      - What a line of a pip.conf this role wrote starts with.
+  update_lists:
+    type: bool
+    default: false
+    description:
+      - Refresh the package lists (apt-get update) afterwards; not in check mode. It changes no state.
+"""
+
+EXAMPLES = r"""
+- name: Only the mirror's source stays active
+  cluster_cli.slurm.package_sources:
+    places:
+      - {path: /etc/apt/sources.list.d, patterns: ["*.list", "*.sources"]}
+    excludes: [cluster-mirror.sources]
+    suffix: .cluster-cli.disabled
+    exclusive: true
+    update_lists: true
+"""
+
+RETURN = r"""
+disabled:
+  type: list
+  elements: str
+  returned: always
+  description: The sources renamed to NAME + suffix.
+restored:
+  type: list
+  elements: str
+  returned: always
+  description: The renamed sources put back under their names.
+shadowed:
+  type: list
+  elements: str
+  returned: always
+  description: Renamed sources left as they are because their name is taken again.
+removed:
+  type: list
+  elements: str
+  returned: always
+  description: The stale pip.conf, when it was removed.
+lists_updated:
+  type: bool
+  returned: always
+  description: Whether apt-get update ran (and worked).
+"""
+
 import fnmatch
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-DOCUMENTATION = r"""
-module: package_sources
-short_description: Disable the other apt sources beside an exclusive mirror, or put them back; remove a stale pip.conf
-options:
-  places:
-    type: list
-    elements: dict
-    required: true
-    description: Directories (C(path)) and the file name patterns (C(patterns), globs) of the apt sources in them, renamed copies included.
-  excludes: {type: list, elements: str, default: [], description: File name patterns never touched (the mirror's own source, cluster-cli's own).}
-  suffix: {type: str, required: true, description: What a disabled source's name ends with.}
-  exclusive: {type: bool, required: true, description: Disable the other sources (true) or put the disabled ones back (false).}
-  stale_pip_conf: {type: path, description: A pip.conf to remove when it holds C(pip_conf_marker).}
-  pip_conf_marker: {type: str, default: "", description: What a line of a pip.conf this role wrote starts with.}
-  update_lists: {type: bool, default: false, description: Refresh the package lists (apt-get update) afterwards; not in check mode. It changes no state.}
-"""
-
-RETURN = r"""
-disabled: {type: list, description: The sources renamed to NAME + suffix.}
-restored: {type: list, description: The renamed sources put back under their names.}
-shadowed: {type: list, description: Renamed sources left as they are because their name is taken again.}
-removed: {type: list, description: The stale pip.conf, when it was removed.}
-lists_updated: {type: bool, description: Whether apt-get update ran (and worked).}
-"""
 
 # apt-get update, as the apt module's update_cache: a few tries with growing pauses.
 UPDATE_TRIES = 4
