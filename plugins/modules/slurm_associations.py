@@ -27,6 +27,10 @@ DOCUMENTATION = r"""
 module: slurm_associations
 short_description: Make a cluster's QoS, accounts and users' associations in slurmdbd as asked, in one module run
 author: cluster-cli maintainers (!UNKNOWN)
+description:
+  - Reads what slurmdbd holds once, compares it with the wanted document and applies only the
+    difference with sacctmgr; never restarts a daemon. Removing an account or user with running or
+    pending jobs is refused unless forced.
 options:
   accounting:
     type: dict
@@ -34,8 +38,14 @@ options:
     description: >-
       C(cluster), C(qos), C(accounts) (parents first) and C(users), with sacctmgr's field names
       (cluster_cli/slurm_accounting.py).
-  remove: {type: bool, default: true, description: Remove the QoS, accounts and users the document does not have.}
-  force: {type: bool, default: false, description: Remove accounts and users even with running or pending jobs.}
+  remove:
+    type: bool
+    default: true
+    description: Remove the QoS, accounts and users the document does not have.
+  force:
+    type: bool
+    default: false
+    description: Remove accounts and users even with running or pending jobs.
   unknown_tres:
     type: str
     choices: [skip, wait]
@@ -44,12 +54,23 @@ options:
       A limit on a TRES slurmdbd does not know yet (gres/gpu exists once slurmctld registered its
       AccountingStorageTRES): C(skip) leaves it out (the run before slurmctld starts), C(wait) waits for
       it up to C(tres_wait_s) and fails naming it.
-  tres_wait_s: {type: int, default: 60, description: How long C(wait) waits for slurmctld to register the TRES.}
+  tres_wait_s:
+    type: int
+    default: 60
+    description: How long C(wait) waits for slurmctld to register the TRES.
 """
 
 RETURN = r"""
-changes: {type: list, description: "Each change: C(kind) (qos, account, user), C(action) (add, modify, remove), C(name), C(account) (users), C(fields) ({field: [before, after]})."}
-commands: {type: list, description: The sacctmgr argument lists run (in check mode: that would run).}
+changes:
+  type: list
+  returned: always
+  description: >-
+    Each change: C(kind) (qos, account, user), C(action) (add, modify, remove), C(name),
+    C(account) (users), C(fields) ({field: [before, after]}).
+commands:
+  type: list
+  returned: always
+  description: "The sacctmgr argument lists run (in check mode: that would run)."
 """
 
 ROOT = "root"
