@@ -3,8 +3,9 @@ last job ended (seen after a slurmctld restart with a job running, docs/operatio
 allocated with no job"). `status` and `health` report such a node as unhealthy with its evidence;
 `plan` names it before a deploy.
 
-The evidence is what slurmctld says: `scontrol --oneliner show node` (the node's allocated
-figures) and `squeue --states=all` (no job on it that still runs; the end time of the last one
+The evidence is what slurmctld says: `scontrol --oneliner show node` of every node (the node's
+allocated figures; never a one-node `sinfo -n`, which slurmctld answers from a cache that can call
+an idle node "mixed" for minutes after its start, issue 32) and `squeue --states=all` (no job on it that still runs; the end time of the last one
 that did, which slurmctld keeps for MinJobAge). A node is stranded once its allocation has
 outlived its last job by ``STRANDED_AFTER_S``: a job's end and its release are not one instant.
 """

@@ -275,14 +275,20 @@ class SlurmSession(UserProcesses):
                 self.cancel(parts[0].split("_")[0])
 
     def node_states(self, nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """``sinfo -N``: node -> (state with flags, reason) for the nodes Slurm knows."""
-        done = self.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"], timeout=30)
+        """``sinfo -N``: node -> (state with flags, reason) for those of ``nodes`` Slurm knows.
+
+        One listing of every node, filtered here: never ``sinfo -n`` of one node, which slurmctld
+        answers from cached allocated-CPU counts that can call an idle node "mixed" for minutes
+        after a slurmctld start (docs/operations.md, "Nodes allocated with no job")."""
+        done = self.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], timeout=30)
+        wanted = set(nodes)
         states: dict[str, tuple[str, str]] = {}
         for line in done.stdout.splitlines():
             name, _, rest = line.partition("|")
             state, _, reason = rest.partition("|")
             # A node in several partitions is listed once per partition; any line will do.
-            states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
+            if name.strip() in wanted:
+                states.setdefault(name.strip(), (state.strip().lower(), reason.strip()))
         return states
 
     def show_config(self) -> dict[str, str]:

@@ -31,6 +31,8 @@ from devtools.deploy_summary import parse_summary_line
 from testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
+# After the jobs on a node end, the node is idle again within this many seconds (issue 32).
+IDLE_AFTER_JOBS_S = 30
 
 
 def _env(name: str) -> str:
@@ -144,11 +146,50 @@ class ClusterView:
     def slurm(self, command: str, host: str | None = None) -> str:
         return self.run(host or self.submit, command).stdout.strip()
 
+    def node_states(self) -> dict[str, tuple[str, str]]:
+        """node -> (state, reason), from the controller: one listing of every node (sinfo -N %N|%T|%E).
+
+        Never `sinfo -n NODE` for one node: slurmctld answers a one-node query from its cached
+        allocated-CPU counts, which only a listing of every node (or a health check cycle)
+        refreshes, so within HealthCheckInterval of a slurmctld start it can call an idle node
+        "mixed" for minutes (docs/operations.md, "Nodes allocated with no job"; issue 32)."""
+        states: dict[str, tuple[str, str]] = {}
+        for line in self.slurm("sinfo -h -N -o '%N|%T|%E'", self.controller).splitlines():
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            states.setdefault(name, (state, reason))  # one line per partition: any will do
+        return states
+
     def node_state(self, node: str) -> tuple[str, str]:
-        """(state, reason) of a node, from the controller (sinfo %T|%E)."""
-        line = self.slurm(f"sinfo -h -N -n {node} -o '%T|%E'", self.controller).splitlines()[0]
-        state, _, reason = line.partition("|")
-        return state, reason
+        """(state, reason) of a node (node_states)."""
+        states = self.node_states()
+        if node not in states:
+            pytest.fail(f"slurmctld lists no node {node}: {sorted(states)}")
+        return states[node]
+
+    def seconds_since(self, timestamp: str) -> float:
+        """Seconds from a Slurm timestamp (the controller's local time, as scontrol prints it) to
+        now, by the controller's clock."""
+        out = self.run(self.controller, f"echo $(( $(date +%s) - $(date -d {shlex.quote(timestamp)} +%s) ))").stdout
+        return float(out.strip())
+
+    def assert_nodes_idle_after(self, jobs: list[str], within: float = IDLE_AFTER_JOBS_S) -> float:
+        """Every node idle with no reason within ``within`` s of the end of the last of ``jobs``
+        (their EndTime), by itself: no restart, no other help. Returns the seconds from that end
+        until every node was seen idle; fails with slurmctld's figures otherwise."""
+        last = max(self.job(job)["EndTime"] for job in jobs)  # ISO timestamps sort as times
+        while True:
+            seen = self.node_states()
+            elapsed = self.seconds_since(last)
+            if all(seen.get(node) == ("idle", "none") for node in self.nodes):
+                return elapsed
+            if elapsed > within:
+                figures = self.run(self.controller, "scontrol -o show node | grep -oE "
+                                   "'^NodeName=[^ ]+|CPUAlloc=[^ ]+|AllocMem=[^ ]+|AllocTRES=[^ ]*' | paste -sd' '; "
+                                   "squeue -a -t all -o '%i %T %e %N'", check=False).stdout
+                pytest.fail(f"nodes not idle {elapsed:.0f} s after the last of jobs {jobs} ended at {last} "
+                            f"(allowed: {within:.0f} s): {seen}\n{figures}")
+            time.sleep(2)
 
     def job(self, job_id: str) -> dict[str, str]:
         out = self.slurm(f"scontrol -o show job {job_id}")

@@ -4,7 +4,7 @@ with the jobs intact; the primary takes over again when it comes back."""
 from __future__ import annotations
 
 import pytest
-from conftest import ClusterView
+from conftest import IDLE_AFTER_JOBS_S, ClusterView
 
 
 def _ping(view: ClusterView) -> dict[str, str]:
@@ -58,6 +58,9 @@ def test_backup_takes_over_with_jobs_intact_and_hands_back(view: ClusterView) ->
                         lambda: view.job(pending)["JobState"] == "COMPLETED", timeout=120)
         fresh = view.slurm("sbatch --parsable -N1 -o /dev/null --wrap true")
         view.wait_until(f"new job {fresh} completes", lambda: view.job(fresh)["JobState"] == "COMPLETED", timeout=60)
+        # the backup took over with a job running: every node idle by itself once the jobs ended (issue 32)
+        took = view.assert_nodes_idle_after([running, pending, fresh])
+        print(f"nodes idle {took:.0f} s after the jobs under the backup completed (allowed: {IDLE_AFTER_JOBS_S} s)")
     finally:
         view.run(primary, "systemctl start slurmctld")
     view.wait_until("the primary is back and in charge", lambda: _ping(view) == {primary: "UP", backup: "UP"},

@@ -9,7 +9,7 @@ from cluster_cli.smoke.checks_cluster import binding_problems, gpu_identities
 from cluster_cli.smoke.registry import select
 from cluster_cli.smoke.suite_errors import CheckTimeout
 from cluster_cli.node_states import is_responding, unusable_nodes
-from cluster_cli.smoke.slurm import JobInfo, SlurmSession, parse_scontrol_record
+from cluster_cli.smoke.slurm import Completed, JobInfo, SlurmSession, parse_scontrol_record
 from cluster_cli.smoke.text import excerpt, read_excerpt
 
 # Shortened `scontrol show job -o` line of an array task (Slurm 22.05).
@@ -190,6 +190,23 @@ def test_unusable_nodes_names_state_and_reason():
 ])
 def test_is_responding_reads_the_flag_as_sinfo_and_scontrol_write_it(state, responding):
     assert is_responding(state) is responding
+
+
+def test_node_states_list_every_node_and_keep_the_ones_asked_for(monkeypatch):
+    """Never `sinfo -n` of one node: slurmctld answers it from cached allocated-CPU counts, which
+    can call an idle node "mixed" for minutes after a slurmctld start (issue 32)."""
+    session = SlurmSession.__new__(SlurmSession)
+    asked: list[list[str]] = []
+    listing = "n1|idle|none\nn2|mixed|none\nn2|mixed|none\nn3|drained|admin: disk\n"
+
+    def run(argv, timeout, cwd=None, env=None):
+        asked.append(list(argv))
+        return Completed(list(argv), 0, listing, "", 0.01)
+
+    monkeypatch.setattr(session, "run", run)
+    assert session.node_states(["n2"]) == {"n2": ("mixed", "none")}
+    assert session.node_states(["n1", "n3", "n9"]) == {"n1": ("idle", "none"), "n3": ("drained", "admin: disk")}
+    assert all("-n" not in argv and not any(a.startswith("--nodes") for a in argv) for argv in asked), asked
 
 
 def test_a_poll_the_controller_is_slow_to_answer_does_not_end_the_wait(monkeypatch):
