@@ -19,10 +19,11 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from cluster_cli.exporters import text_format
 
 PREFIX = "cluster_gpu_"
 #: name -> (type, help)
@@ -47,7 +48,7 @@ _CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
 class Scrape:
     """The samples of one scrape: (metric, labels, value)."""
 
-    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    samples: list[text_format.Sample] = field(default_factory=list)
     errors: int = 0
 
     def add(self, metric: str, labels: dict[str, str], value: float) -> None:
@@ -131,48 +132,9 @@ def _watts(milliwatts: int | None) -> float | None:
     return None if milliwatts is None else milliwatts / 1000
 
 
-def _number(value: float) -> str:
-    """A sample's value as Prometheus reads it back exactly: integers whole, floats by repr."""
-    if isinstance(value, int) or float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-def _label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def exposition(scrape: Scrape) -> str:
-    """Prometheus' text format (0.0.4): HELP and TYPE once per metric, its samples after them."""
-    lines: list[str] = []
-    for metric, (kind, text) in METRICS.items():
-        rows = [(labels, value) for name, labels, value in scrape.samples if name == metric]
-        if not rows:
-            continue
-        lines += [f"# HELP {PREFIX}{metric} {text}", f"# TYPE {PREFIX}{metric} {kind}"]
-        for labels, value in rows:
-            pairs = ",".join(f'{key}="{_label_value(val)}"' for key, val in labels.items())
-            lines.append(f"{PREFIX}{metric}{{{pairs}}} {_number(value)}" if pairs else f"{PREFIX}{metric} {_number(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def serve(nvml: ModuleType, address: str, port: int, expect: int | None) -> None:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path != "/metrics":
-                self.send_error(404)
-                return
-            body = exposition(collect(nvml, expect=expect)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    ThreadingHTTPServer((address, port), Handler).serve_forever()
+    """Prometheus' text format of one scrape."""
+    return text_format.exposition(PREFIX, METRICS, scrape.samples)
 
 
 def main(argv: list[str]) -> int:
@@ -187,7 +149,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(exposition(collect(pynvml, expect=args.expect)))
         return 0
     address, _, port = args.listen.rpartition(":")
-    serve(pynvml, address, int(port), args.expect)
+    text_format.serve(lambda: exposition(collect(pynvml, expect=args.expect)), address, int(port))
     return 0
 
 

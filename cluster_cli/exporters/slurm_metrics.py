@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from cluster_cli import hostlist
+from cluster_cli.exporters import text_format
+from cluster_cli.exporters.text_format import Sample
 from cluster_cli.node_states import STATE_FLAGS, is_allocated
 
 PREFIX = "cluster_slurm_"
@@ -64,9 +64,6 @@ SDIAG_FIGURES = {
 }  # fmt: skip
 _CYCLE = re.compile(r"^\s*(Last cycle|Max cycle|Mean cycle|Total cycles):\s+(\d+)\s*$")
 _GRES_GPU = re.compile(r"gpu(?::([^:(,]+))?:(\d+)")
-
-Sample = tuple[str, dict[str, str], float]
-
 
 @dataclass
 class Answer:
@@ -250,47 +247,9 @@ class Exporter:
             return samples
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def exposition(samples: Iterable[Sample]) -> str:
-    """Prometheus' text format (0.0.4)."""
-    by_metric: dict[str, list[Sample]] = {}
-    for sample in samples:
-        by_metric.setdefault(sample[0], []).append(sample)
-    lines: list[str] = []
-    for metric, (kind, text) in METRICS.items():
-        if metric not in by_metric:
-            continue
-        lines += [f"# HELP {PREFIX}{metric} {text}", f"# TYPE {PREFIX}{metric} {kind}"]
-        for _, labels, value in by_metric[metric]:
-            pairs = ",".join(f'{key}="{_label(val)}"' for key, val in labels.items())
-            lines.append(f"{PREFIX}{metric}{{{pairs}}} {_number(value)}" if pairs else f"{PREFIX}{metric} {_number(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def serve(exporter: Exporter, address: str, port: int) -> None:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path != "/metrics":
-                self.send_error(404)
-                return
-            body = exposition(exporter.scrape()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    ThreadingHTTPServer((address, port), Handler).serve_forever()
+    """Prometheus' text format of a scrape's samples."""
+    return text_format.exposition(PREFIX, METRICS, samples)
 
 
 def main(argv: list[str]) -> int:
@@ -304,7 +263,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(exposition(exporter.scrape()))
         return 0
     address, _, port = args.listen.rpartition(":")
-    serve(exporter, address, int(port))
+    text_format.serve(lambda: exposition(exporter.scrape()), address, int(port))
     return 0
 
 
