@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
@@ -18,6 +19,8 @@ LOCAL_INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
 # slurmdbd roles, read by the secrets preflight); `teardown --purge` removes them.
 SECRET_MARKERS = (Path("/var/lib/slurm/munge-key-installed-by-cluster-cli"),
                   Path("/var/lib/slurm/slurmdbd-conf-installed-by-cluster-cli"))
+# slurmctld's StateSaveLocation in the inventories the tests deploy.
+LEFTOVER_STATE = Path("/var/lib/slurm/slurmctld")
 
 
 @dataclass
@@ -63,12 +66,24 @@ def skip_reason(ports: tuple[int, ...] = SLURM_PORTS) -> str | None:
     return None
 
 
-def deploy_options_for_leftover_secrets() -> list[str]:
-    """Each session has new secrets (its own state home). An earlier local cluster whose secrets
-    are still marked here (a teardown without --purge, a run stopped half-way) would make the
-    secrets preflight refuse the deploy: its secrets are replaced explicitly, as an operator would
-    (docs/operations.md, "Rotate the secrets")."""
-    return ["--rotate-secrets"] if any(marker.exists() for marker in SECRET_MARKERS) else []
+def leftover_cluster_options(inventory: Path, state_home: Path) -> list[str]:
+    """Start from a clean host, as the fixture's name says. An earlier cluster on this machine (a
+    teardown without --purge, a run stopped half-way, a machine copied while a cluster ran) leaves
+    its state here: slurmctld would recover that cluster's jobs, and one whose processes are gone
+    holds its node until its time limit (a CI run found node1 "mixed" right after a fresh deploy).
+    Its state is purged as an operator would before a first deploy (`teardown --purge`), unless
+    CLUSTER_CLI_TEST_REUSE=1 asks to deploy over a running cluster: then its secrets are replaced
+    (docs/operations.md, "Rotate the secrets") and its jobs kept."""
+    if not (LEFTOVER_STATE.exists() or any(marker.exists() for marker in SECRET_MARKERS)):
+        return []
+    if os.environ.get("CLUSTER_CLI_TEST_REUSE") == "1":
+        return ["--rotate-secrets"]
+    name = yaml.safe_load(inventory.read_text())["cluster_name"]
+    done = run_cli(state_home, "teardown", str(inventory), "--purge", "--yes", name, timeout=600)
+    if done.returncode != 0:
+        pytest.fail(f"purging an earlier cluster's state failed (exit {done.returncode}):\n"
+                    f"{done.stdout[-4000:]}\n{done.stderr[-2000:]}")
+    return []
 
 
 def deploy_fresh(inventory: Path, ports: tuple[int, ...], state_home: Path) -> DeployedCluster:
@@ -77,7 +92,8 @@ def deploy_fresh(inventory: Path, ports: tuple[int, ...], state_home: Path) -> D
     reason = skip_reason(ports)
     if reason:
         pytest.skip(reason)
-    first = run_cli(state_home, "deploy", str(inventory), *deploy_options_for_leftover_secrets())
+    options = leftover_cluster_options(inventory, state_home)
+    first = run_cli(state_home, "deploy", str(inventory), *options)
     if first.returncode != 0:
         pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
     return DeployedCluster(inventory, state_home, first)

@@ -35,7 +35,8 @@ def test_three_nodes_idle_without_drain_reason(deployed_cluster: DeployedCluster
     states = {line.split("|")[0]: line.split("|")[1:] for line in table}
     assert set(states) == {"node1", "node2", "node3"}, table
     for node, (state, reason) in states.items():
-        assert state == "idle", f"{node} is {state} ({reason})"
+        jobs = run(["squeue", "--all", "--noheader", f"--nodelist={node}", "--format=%i %u %j %T %M %l"]).strip()
+        assert state == "idle", f"{node} is {state} ({reason}); its jobs: {jobs or 'none'}"
         assert reason == "none", f"{node} has a reason: {reason}"
 
 
