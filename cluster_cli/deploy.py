@@ -33,8 +33,10 @@ from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.ownership import expected_secrets
 from cluster_cli.paths import cluster_state_dir, default_build_dir
 from cluster_cli.plan import Impact, Plan, plan_cluster
+from cluster_cli.probe import accounting_host
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 from cluster_cli.render.health_conf import with_host_health_texts
+from cluster_cli.slurm_accounting import accounting_document, document_checksum
 
 LOG_TAIL_LINES = 20
 # daemon log tails are fetched (one ad-hoc Ansible run each) for this many failed hosts at most
@@ -193,6 +195,9 @@ def _record_hosts(prepared: Prepared, files: dict[str, list[HostFile]], hosts: l
     """Write into the record what ``hosts`` hold and how to reach them, and save it."""
     record = prepared.record
     record.update(files, hosts)
+    database = accounting_host(prepared.cluster)
+    if database in hosts:
+        record.remember_accounting(database, document_checksum(accounting_document(prepared.cluster)))
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
 

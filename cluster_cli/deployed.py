@@ -30,6 +30,8 @@ class DeployedRecord:
     hosts: dict[str, dict[str, str | None]] = field(default_factory=dict)
     # host -> {"connection": Ansible connection variables, "slurmd_nodes": [node names]}
     reach: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # accounting host -> sha256 of the accounting document deployed there (slurm_accounting)
+    accounting: dict[str, str] = field(default_factory=dict)
 
     def knows(self, host: str, path: str) -> bool:
         return path in self.hosts.get(host, {})
@@ -40,6 +42,9 @@ class DeployedRecord:
     def update(self, files_by_host: dict[str, list[HostFile]], hosts: list[str]) -> None:
         for host in hosts:
             self.hosts[host] = {item.path: item.sha256 for item in files_by_host.get(host, [])}
+
+    def remember_accounting(self, host: str, checksum: str) -> None:
+        self.accounting = {host: checksum}
 
     def remember_reach(self, reach: dict[str, dict[str, Any]]) -> None:
         self.reach.update(reach)
@@ -53,6 +58,7 @@ class DeployedRecord:
         for host in hosts:
             self.hosts.pop(host, None)
             self.reach.pop(host, None)
+            self.accounting.pop(host, None)
 
     def save(self) -> None:
         if self.path is None:
@@ -60,7 +66,7 @@ class DeployedRecord:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         staging = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         document = {"version": 1, "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hosts": self.hosts,
-                    "reach": self.reach}
+                    "reach": self.reach, "accounting": self.accounting}
         staging.write_text(json.dumps(document, indent=1, sort_keys=True), encoding="utf-8")
         staging.replace(self.path)
 
@@ -72,6 +78,7 @@ def load_record(state_dir: Path) -> DeployedRecord:
         document = json.loads(path.read_text(encoding="utf-8"))
         hosts = {str(host): dict(files) for host, files in document.get("hosts", {}).items()}
         reach = {str(host): dict(entry) for host, entry in document.get("reach", {}).items()}
+        accounting = {str(host): str(checksum) for host, checksum in document.get("accounting", {}).items()}
     except (OSError, ValueError, AttributeError, TypeError):
-        hosts, reach = {}, {}
-    return DeployedRecord(path, hosts, reach)
+        hosts, reach, accounting = {}, {}, {}
+    return DeployedRecord(path, hosts, reach, accounting)

@@ -19,8 +19,10 @@ from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
-from cluster_cli.probe import HostProbe, probe_cluster
+from cluster_cli.probe import HostProbe, accounting_host, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
+from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document, document_checksum
+from cluster_cli.slurm_associations import current_state, diff as accounting_diff
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
 from cluster_cli.stranded import JobOnNodes, NodeAllocation, stranded_nodes
 
@@ -42,6 +44,7 @@ class Impact(str, Enum):
     PACKAGE = "package change"
     FILE = "file change"
     DRIFT = "drift"
+    ACCOUNTING = "sacctmgr only"
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,9 @@ def make_plan(
             found += _daemon_changes(cluster, name, files, probe, change)
         plan.changes += found + _owed_and_stale(name, probe, found)
     plan.changes += _retired(cluster, record)
+    database = accounting_host(cluster)
+    if database in probes and probes[database].accounting is not None:
+        plan.changes += accounting_changes(cluster, database, probes[database].accounting or {}, record)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
         added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
@@ -207,6 +213,55 @@ def _state_conflicts(cluster: Cluster, controller: dict[str, Any]) -> list[str]:
         f"with its own inventory (cluster-cli teardown THAT_INVENTORY --purge), or move {state_dir} away, "
         f"or give this cluster another slurm.paths.state_dir."
     ]
+
+
+def accounting_changes(
+    cluster: Cluster, host: str, found: dict[str, Any], record: DeployedRecord,
+) -> list[Change]:
+    """What the accounting data's apply (plugins/modules/slurm_associations.py, the same
+    comparison) would change in slurmdbd: each QoS, account and association to add, change or
+    remove, through sacctmgr alone (no daemon restarts). Differences while the inventory's data is
+    what the last deploy applied were made by hand: drift, which deploy puts back."""
+    if found.get("error"):
+        return [Change(host, "accounting data", Impact.ACCOUNTING,
+                       f"cannot read slurmdbd ({found['error']}): deploy applies the inventory's")]
+    document = accounting_document(cluster)
+    state = current_state(found.get("outputs", {}))
+    drifted = record.accounting.get(host) == document_checksum(document)
+    changes = []
+    if cluster.name.lower() not in state["clusters"]:
+        changes.append(Change(host, f"cluster {cluster.name}", Impact.ACCOUNTING, "not registered: add"))
+    for change in accounting_diff(document, state, REMOVE_UNLISTED):
+        subject = f"{change['kind']} {change['name']}"
+        if change.get("account"):
+            subject += f" in {change['account']}"
+        detail = _accounting_detail(change)
+        if drifted:
+            detail = f"changed by hand since the last deploy: {detail}"
+        changes.append(Change(host, subject, Impact.DRIFT if drifted else Impact.ACCOUNTING, detail))
+    return changes
+
+
+def _accounting_detail(change: dict[str, Any]) -> str:
+    if change["action"] == "remove":
+        return "not in the inventory: remove (refused while it has jobs)"
+    if change["action"] == "add":
+        below = f" below {change['parent']}" if change.get("parent") else ""
+        settings = "; ".join(f"{name}={_shown(after)}" for name, (_, after) in sorted(change["fields"].items()))
+        return f"add{below}" + (f": {settings}" if settings else "")
+    return "; ".join(f"{name} {_shown(before)} -> {_shown(after)}" for name, (before, after)
+                     in sorted(change["fields"].items()))
+
+
+def _shown(value: Any) -> str:
+    """A normalised sacctmgr value (slurm_associations.normal) as plan prints it."""
+    if value is None or value == "" or value == {} or value == [] or value == set():
+        return "none"
+    if isinstance(value, dict):
+        return ",".join(f"{name}={count}" for name, count in sorted(value.items()))
+    if isinstance(value, (list, set, frozenset, tuple)):
+        return ",".join(sorted(str(item) for item in value))
+    return str(value)
 
 
 def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: HostProbe) -> list[Change]:

@@ -9,6 +9,8 @@ an association there (slurm.conf enforces associations: a user without one canno
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from cluster_cli.cluster import Cluster
@@ -35,6 +37,16 @@ def accounting_document(cluster: Cluster) -> dict[str, Any]:
         "accounts": [_account(account) for account in parents_first(accounts)],
         "users": [_user(user, accounting.account) for user in users],
     }
+
+
+# The inventory is the whole truth of the cluster's accounting data: what it no longer has is
+# removed (the role's slurmdbd_accounting_remove), and `plan` shows each removal.
+REMOVE_UNLISTED = True
+
+
+def document_checksum(document: dict[str, Any]) -> str:
+    """The accounting document's sha256, as the deploy record keeps it (plan's drift rule)."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def parents_first(accounts: list[SlurmAccount]) -> list[SlurmAccount]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cluster_cli.slurm_accounting import accounting_document
+from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Nccl, PackageMirror
 from cluster_cli.render import SLURM_BUILD_DIR
@@ -97,8 +97,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmdbd_storage_user": accounting.database_user,
         "slurmdbd_cluster_name": cluster.name,
         "slurmdbd_accounting": accounting_document(cluster),
-        # the inventory is the whole truth of the cluster's accounting data (plan shows each removal)
-        "slurmdbd_accounting_remove": True,
+        "slurmdbd_accounting_remove": REMOVE_UNLISTED,
         # slurmctld
         "slurmctld_port": inventory.controllers.port,
         "slurmctld_state_dir": paths.state_dir,

@@ -19,6 +19,7 @@ from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import daemon_ports
+from cluster_cli.slurm_associations import read_commands
 from cluster_cli.ssh import ssh_argv
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
@@ -42,6 +43,8 @@ class HostProbe:
     slurmds: dict[str, dict[str, Any]] = field(default_factory=dict)
     ports: dict[str, bool] = field(default_factory=dict)
     owner: dict[str, Any] | None = None
+    # slurmdbd's accounting data (on the accounting host): {"outputs": {command: text}, "error": ...}
+    accounting: dict[str, Any] | None = None
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
@@ -77,7 +80,20 @@ def probe_request(
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
         "owner": owner,
+        "accounting": accounting_request(cluster) if host.name == accounting_host(cluster) else None,
     }
+
+
+def accounting_host(cluster: Cluster) -> str | None:
+    """The host slurmdbd runs on, where `plan` reads the accounting data; None without accounting."""
+    accounting = cluster.inventory.accounting
+    return accounting.host if accounting.enabled else None
+
+
+def accounting_request(cluster: Cluster) -> dict[str, Any]:
+    """The `sacctmgr show` commands whose output plan compares with the inventory's accounting data."""
+    return {"conf": f"{cluster.inventory.slurm.paths.conf_dir}/slurm.conf",
+            "commands": read_commands(cluster.name)}
 
 
 def daemon_request(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
@@ -97,7 +113,7 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
     return HostProbe(
         host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller"),
         owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}), ports=answer.get("ports", {}),
-        owner=answer.get("owner"),
+        owner=answer.get("owner"), accounting=answer.get("accounting"),
     )
 
 

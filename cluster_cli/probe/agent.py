@@ -196,6 +196,19 @@ def controller_facts(request: dict) -> dict:
     return facts
 
 
+def accounting_facts(request: dict) -> dict:
+    """What slurmdbd holds, as the ``sacctmgr show`` commands of the request print it (their
+    names to their output), or the first one's error."""
+    env = dict(os.environ, SLURM_CONF=request["conf"])
+    outputs = {}
+    for name, argv in sorted(request["commands"].items()):
+        code, output = _run(argv, env)
+        if code != 0:
+            return {"outputs": {}, "error": output or f"{' '.join(argv)} exited {code}"}
+        outputs[name] = output
+    return {"outputs": outputs, "error": None}
+
+
 SLURM_DAEMONS = ("slurmctld", "slurmd", "slurmdbd")
 
 
@@ -326,6 +339,7 @@ def probe(request: dict) -> dict:
         "packages": package_versions(request.get("packages", [])),
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
         "owner": owner_facts(request["owner"]) if request.get("owner") else None,
+        "accounting": accounting_facts(request["accounting"]) if request.get("accounting") else None,
     }
     return answer
 

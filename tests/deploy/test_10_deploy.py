@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 
 from deployed import DeployedCluster
 
+from cluster_cli import slurm_associations
 from cluster_cli.loader import load_cluster
 from cluster_cli.slurm_accounting import accounting_document
 
@@ -117,17 +117,11 @@ def test_full_redeploy_changes_nothing(deployed_cluster: DeployedCluster) -> Non
     print(f"full no-op re-deploy took {elapsed:.1f} s")
 
 
-def _associations_module():  # plugins/modules/slurm_associations.py: its reading and comparing, here against real slurmdbd
-    path = Path(__file__).resolve().parents[2] / "plugins" / "modules" / "slurm_associations.py"
-    spec = importlib.util.spec_from_file_location("slurm_associations", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _slurmdbd_differences(module, document: dict) -> list[dict]:
-    outputs = {name: run(argv) for name, argv in module.read_commands(document["cluster"]).items()}
-    return module.diff(document, module.current_state(outputs))
+def _slurmdbd_differences(document: dict) -> list[dict]:
+    """The accounts module's own reading and comparison (cluster_cli/slurm_associations.py, a link
+    to plugins/modules/slurm_associations.py), here against the real slurmdbd."""
+    outputs = {name: run(argv) for name, argv in slurm_associations.read_commands(document["cluster"]).items()}
+    return slurm_associations.diff(document, slurm_associations.current_state(outputs))
 
 
 def _daemon_pids() -> dict[str, str]:
@@ -135,12 +129,11 @@ def _daemon_pids() -> dict[str, str]:
     return {name: Path(f"/run/slurm/{name}.pid").read_text().strip() for name in names}
 
 
-def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_put_back_without_a_restart(
+def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_drift_put_back_without_a_restart(
     deployed_cluster: DeployedCluster,
 ) -> None:
-    module = _associations_module()
     document = accounting_document(load_cluster(deployed_cluster.inventory))
-    assert _slurmdbd_differences(module, document) == []
+    assert _slurmdbd_differences(document) == []
     shown = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=team-b", "format=Account,User,Fairshare,GrpTRES"])
     assert "team-b||1|gres/gpu=2" in shown.splitlines(), shown
     qos = run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,Preempt,MaxTRESPU,GraceTime"]).splitlines()
@@ -148,15 +141,21 @@ def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_put_back_wi
     pids = _daemon_pids()
     run(["sacctmgr", "-i", "modify", "account", "where", "name=team-b", "cluster=local", "set", "GrpTRES=gres/gpu=5",
          "Fairshare=9"])
-    drift = _slurmdbd_differences(module, document)
+    drift = _slurmdbd_differences(document)
     assert [change["fields"] for change in drift] == [{"Fairshare": [9, 1], "GrpTRES": [{"gres/gpu": 5}, {"gres/gpu": 2}]}]
+    planned = deployed_cluster.cli("plan", str(deployed_cluster.inventory), "--json")
+    assert planned.returncode == 3, planned.stdout[-3000:] + planned.stderr[-2000:]
+    changes = [(change["subject"], change["impact"], change["detail"]) for change in json.loads(planned.stdout)["changes"]]
+    assert changes == [("account team-b", "drift", "changed by hand since the last deploy: "
+                        "Fairshare 9 -> 1; GrpTRES gres/gpu=5 -> gres/gpu=2")], changes
     started = time.monotonic()
-    again = deployed_cluster.cli("deploy", str(deployed_cluster.inventory), "--full")
+    again = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))  # follows the plan, as a user's would
     elapsed = time.monotonic() - started
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
-    assert _slurmdbd_differences(module, document) == []
+    assert _slurmdbd_differences(document) == []
     assert _daemon_pids() == pids, "a share or limit put back restarted a daemon"
-    print(f"full deploy putting back a hand-edited share and limit took {elapsed:.1f} s")
+    assert deployed_cluster.cli("plan", str(deployed_cluster.inventory)).returncode == 0
+    print(f"deploy putting back a hand-edited share and limit took {elapsed:.1f} s")
 
 
 def test_check_diff_on_converged_cluster_reports_no_change_and_no_secret(deployed_cluster: DeployedCluster) -> None:

@@ -54,7 +54,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     "plugins/action/cluster_packages.py", "plugins/lookup/role_template.py",
                     "plugins/plugin_utils/slurm_facts/data/rules.json", "training/launch.sh"):
         assert f"cluster_cli/share/{shipped}" in names, f"the wheel lacks {shipped}"
-    for shared in ("node_states.py", "hostlist.py", "slurm_facts/change.py", "slurm_facts/data/rules.json"):
+    for shared in ("node_states.py", "hostlist.py", "slurm_facts/change.py", "slurm_facts/data/rules.json",
+                   "slurm_associations.py"):
         assert f"cluster_cli/{shared}" in names, f"the wheel lacks cluster_cli/{shared}"
     run([*pip, "install", "--no-deps", "--target", str(work / "site"), str(wheel)], cwd=work)
     return work

@@ -65,6 +65,17 @@ def test_each_module_cluster_cli_shares_with_the_collection_is_a_link_to_its_one
         assert not os.path.isabs(os.readlink(link)), f"cluster_cli/{relative}: a relative link travels with the tree"
 
 
+def test_the_accounts_module_plan_compares_with_is_a_link_to_the_module_itself() -> None:
+    """plan reads slurmdbd's differences with the apply's own code: the module, through a link
+    (Ansible modules import no plugin_utils); no other link in cluster_cli leaves plugin_utils."""
+    link = REPO / "cluster_cli" / "slurm_associations.py"
+    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
+    assert link.resolve() == (REPO / "plugins" / "modules" / "slurm_associations.py").resolve()
+    links = [path for path in (REPO / "cluster_cli").rglob("*") if path.is_symlink()]
+    outside = [path for path in links if path != link and PLUGIN_UTILS.resolve() not in path.resolve().parents]
+    assert not outside, outside
+
+
 def test_the_collection_imports_nothing_of_cluster_cli() -> None:
     """Its plugins need ansible-core only: what they share with cluster-cli is plugin_utils'."""
     for path in sorted((REPO / "plugins").rglob("*.py")):

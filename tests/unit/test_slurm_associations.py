@@ -5,47 +5,14 @@ tests/deploy/test_60_day2.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
+from sacctmgr_recorded import APPLIED, EMPTY
 from unit_helpers import SHIPPED_INVENTORIES
 
+from cluster_cli import slurm_associations as M  # a link to plugins/modules/slurm_associations.py
 from cluster_cli.loader import load_cluster
 from cluster_cli.slurm_accounting import accounting_document
 
-_SPEC = importlib.util.spec_from_file_location(
-    "slurm_associations", Path(__file__).resolve().parents[2] / "plugins" / "modules" / "slurm_associations.py"
-)
-M = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(M)
-
 DOCUMENT = accounting_document(load_cluster(SHIPPED_INVENTORIES["local"]))
-
-# What sacctmgr 22.05 shows once the local inventory is applied (--noheader --parsable2, the formats of read_commands).
-APPLIED = {
-    "clusters": "local\n",
-    "qos": (
-        "normal|Normal QOS default|0||cluster|00:00:00|1.000000|||||||\n"
-        "high|high|100|low|cluster|00:05:00|1.000000|||||||\n"
-        "low|low|0||cluster|00:05:00|1.000000||gres/gpu=1||||||\n"
-    ),
-    "accounts": "default|default|default\nresearch|research|research\nroot|default root account|root\n"
-                "team-a|team-a|research\nteam-b|team-b|research\n",
-    "users": "root|root\nsmoke|default\n",
-    "assocs": (
-        "root|||||normal|||||||\n"
-        "root|root|||1||||||||\n"
-        "default|||root|1||||||||\n"
-        "default|smoke|||1||||||||\n"
-        "research|||root|1||||||||\n"
-        "team-a|||research|3|normal|high,low,normal|||||||\n"
-        "team-a|smoke|||1||||||||\n"
-        "team-b|||research|1|||gres/gpu=2||||||\n"
-        "team-b|smoke|||1||||||||\n"
-    ),
-}
-EMPTY = {"clusters": "", "qos": "normal|Normal QOS default|0||cluster|00:00:00|1.000000|||||||\n", "accounts": "",
-         "users": "", "assocs": ""}
 
 
 def changes(outputs: dict[str, str], document: dict | None = None, remove: bool = True) -> list[dict]:

@@ -1,0 +1,1 @@
+../plugins/modules/slurm_associations.py
