@@ -36,9 +36,11 @@ def _gpu_name(result: dict[str, Any] | None) -> str | None:
 
 
 def submit(
-    ctx: CheckContext, check: str, env: dict[str, str] | None = None, script_args: list[str] | None = None
+    ctx: CheckContext, check: str, env: dict[str, str] | None = None, script_args: list[str] | None = None,
+    options: list[str] | None = None,
 ) -> tuple[str, Path, Path]:
-    """Submit training/<check>.sbatch over every target node; returns (job id, check dir, output)."""
+    """Submit training/<check>.sbatch over every target node, with sbatch ``options`` besides the
+    check's own; returns (job id, check dir, output)."""
     work = ctx.check_dir(check)
     target = ctx.target
     gpus = [f"--gpus-per-node={target.gpus_per_node}"] if target.real_gpus else []
@@ -56,6 +58,7 @@ def submit(
             "--exclusive",
             "--mem=0",
             *gpus,
+            *(options or []),
             f"--output={work}/slurm-%j.out",
             f"--chdir={work}",
             str(ctx.training_dir / f"{check}.sbatch"),
@@ -156,13 +159,17 @@ def check_fsdp(ctx: CheckContext) -> CheckResult:
 
 
 def check_preempt(ctx: CheckContext) -> CheckResult:
-    """USR1 -> checkpoint -> `scontrol requeue` -> resume at the same step -> same final weights."""
+    """Checkpoint signal -> checkpoint -> requeue -> resume at the same step -> same final weights.
+    The signal comes from Slurm's preemption by a job of a higher QoS where the inventory has one
+    (target.preemption), else from the runner (scancel --batch --signal=USR1)."""
     if ctx.torch_problem:
         return CheckResult("preempt", Verdict.FAIL, ctx.torch_problem)
     run_dir = ctx.check_dir("preempt") / "run"  # the scope's own: a group must not resume another's
     holding = run_dir / "holding"
-    job, _, output = submit(
-        ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)]
+    preemption = ctx.target.preemption
+    qos = [f"--qos={preemption['qos']}", f"--account={preemption['account']}"] if preemption else []
+    job, work, output = submit(
+        ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)], qos
     )
     # The training parks at the hold step and says so; signal only then, so the step is known.
     info = ctx.session.wait(job, ctx.remaining(), until=lambda info: holding.exists() or info.finished)
@@ -170,13 +177,33 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
         return _finish(
             job_failure("preempt", info, output, "ended before reaching the hold step"), job, output
         )
-    signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
-    if signalled.returncode != 0:
-        return _finish(
-            CheckResult("preempt", Verdict.FAIL, f"scancel --batch --signal=USR1 failed: {signalled.output}"),
-            job,
-            output,
-        )
+    preemptor = _preemptor(ctx, work, preemption) if preemption else None
+    if preemptor is None:
+        signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
+        if signalled.returncode != 0:
+            return _finish(CheckResult("preempt", Verdict.FAIL,
+                                       f"scancel --batch --signal=USR1 failed: {signalled.output}"), job, output)
+    try:
+        return _resumed(ctx, job, output, run_dir, preemptor)
+    finally:
+        if preemptor:
+            ctx.session.cancel(preemptor)
+
+
+def _preemptor(ctx: CheckContext, work: Path, preemption: dict[str, str]) -> str:
+    """A job of the preempting QoS that needs a node of the parked job (every target node's) whole:
+    Slurm preempts the parked job for it."""
+    node = ctx.target.nodes[0]
+    script = ctx.write_script("preempt", "preemptor.sh", "#!/bin/bash\nhostname\n")
+    return ctx.session.sbatch([
+        *ctx.job_args("preempt"), f"--qos={preemption['by']}", f"--account={preemption['account']}", "--nodes=1",
+        f"--nodelist={node}", "--ntasks=1", "--exclusive", "--mem=0", f"--output={work}/preemptor-%j.out",
+        str(script),
+    ], cwd=work)
+
+
+def _resumed(ctx: CheckContext, job: str, output: Path, run_dir: Path, preemptor: str | None) -> CheckResult:
+    """Wait for the requeued job to resume and finish, and judge it (and the preemptor's run)."""
     signal_time = time.monotonic()
     resumed_at: list[float] = []
     expedited: list[bool] = []
@@ -201,10 +228,13 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
     checkpoint_step = _checkpoint_step(output)
     train = read_json(run_dir / "train.json")
     turnaround = resumed_at[0] - signal_time if resumed_at else None
+    preempted_by = ctx.session.job_info(preemptor) if preemptor else None
 
     def judged() -> CheckResult:
         result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround)
         result.details["expedited_requeue"] = bool(expedited and expedited[0])
+        if preempted_by is not None:
+            result = judge.judge_preemptor(result, preempted_by.job_id, preempted_by.state, ctx.target.preemption or {})
         return result
 
     if info.restarts < 1:  # never requeued: the judge says so, whatever the job's end

@@ -170,6 +170,20 @@ def judge_fsdp(result: dict[str, Any]) -> CheckResult:
     return _bounded("fsdp", float(result["step_time_ms"]), None, "step", "ms", seen, details=details)
 
 
+def judge_preemptor(result: CheckResult, job_id: str, state: str, preemption: dict[str, str]) -> CheckResult:
+    """The preempt check triggered by Slurm's preemption: its verdict holds only if the job of
+    the preempting QoS ran (it needed the preempted job's node), and the report says who preempted."""
+    result.details.update(trigger="preemption", preemptor_job=job_id, preemptor_state=state,
+                          qos=preemption.get("qos"), preempted_by_qos=preemption.get("by"))
+    if result.verdict is Verdict.PASS and state != "COMPLETED":
+        result.verdict = Verdict.FAIL
+        result.reason = f"the preempting job {job_id} (QoS {preemption.get('by')}) ended {state or 'unknown'}, not COMPLETED"
+    elif result.verdict is Verdict.PASS:
+        result.reason = (f"preempted (QoS {preemption.get('qos')}) by job {job_id} (QoS {preemption.get('by')}); "
+                         + result.reason)
+    return result
+
+
 def judge_preempt(
     train: dict[str, Any] | None,
     restarts: int,

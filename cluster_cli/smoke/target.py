@@ -89,6 +89,14 @@ class SmokeTarget:
     """CPUs Slurm schedules on each node (the node-fill check on CPU-only nodes)."""
     node_devices: dict[str, list[str]] = field(default_factory=dict)
     """Each node's GPU device files, where known: the evidence of which GPUs a task owns."""
+    qos_limit: dict[str, Any] | None = None
+    """qos-limit check: {"qos", "account", "gpus", "deny"}: a QoS whose MaxTRESPerUser caps each
+    user at "gpus" GPUs, usable by ``user`` in "account" ("deny": its DenyOnLimit flag, which
+    refuses the job at submission instead of holding it); None: the check skips."""
+    preemption: dict[str, str] | None = None
+    """Preempt check: {"qos", "by", "account"}: the job runs in QoS "qos" and Slurm preempts it
+    (REQUEUE) for a job of QoS "by", both usable by ``user`` in "account"; None: the check sends
+    the job its checkpoint signal itself (scancel --signal=USR1)."""
 
     def __post_init__(self) -> None:
         self.nodes = list(self.nodes)

@@ -12,6 +12,7 @@ from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.model import NodeGroup
 from cluster_cli.smoke import SmokeTarget
+from cluster_cli.smoke_control import accounting_targets
 
 
 def default_partition(cluster: Cluster) -> str:
@@ -46,6 +47,7 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
         gpu_type=gpu_type.upper() if gpu_type else None,
         fake_gpus=fake,
         accounting_enabled=cluster.inventory.accounting.enabled,
+        qos_limit=accounting_targets.qos_limit(cluster),
         user=training.test_user,
         user_uid=training.test_user_uid,
         user_gid=training.test_user_gid,
@@ -92,6 +94,8 @@ def group_target(
     names = [node.name for node in nodes]
     members = set(names)  # a partition's every node is looked up: not in a list (10,000 x 10,000)
     gpus = group.gpus
+    # the preempt job's GPUs: every GPU of each node it runs on (none asked for fake ones)
+    job_gpus = gpus.count * min(len(names), sample or len(names)) if gpus and not gpus.fake else 0
     gpu_type = gpus.type if gpus else None
     with_devices = [node for node in nodes if node.gpu_devices]
     return dataclasses.replace(
@@ -108,6 +112,7 @@ def group_target(
         thresholds=_type_thresholds(cluster, gpu_type),
         cpus_per_node=group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
         node_devices={node.name: list(node.gpu_devices) for node in with_devices},
+        preemption=accounting_targets.preemption(cluster, job_gpus),
         gpu_device_glob=(
             _device_glob(with_devices[0].gpu_devices) if with_devices else SmokeTarget.gpu_device_glob
         ),

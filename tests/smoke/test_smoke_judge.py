@@ -163,6 +163,20 @@ def test_preempt_failures(args, phrase):
     assert result.verdict is Verdict.FAIL and phrase in result.reason
 
 
+PREEMPTION = {"qos": "low", "by": "high", "account": "team-a"}
+
+
+def test_preempt_by_a_higher_qos_names_the_preemptor_and_needs_it_to_have_run():
+    passed = judge.judge_preemptor(judge.judge_preempt(fx.preempt(5), 1, 5, 9.0), "42", "COMPLETED", PREEMPTION)
+    assert passed.verdict is Verdict.PASS
+    assert passed.reason.startswith("preempted (QoS low) by job 42 (QoS high); ")
+    assert passed.details["trigger"] == "preemption" and passed.details["preemptor_job"] == "42"
+    stuck = judge.judge_preemptor(judge.judge_preempt(fx.preempt(5), 1, 5, 9.0), "42", "PENDING", PREEMPTION)
+    assert stuck.verdict is Verdict.FAIL and "job 42 (QoS high) ended PENDING" in stuck.reason
+    never = judge.judge_preemptor(judge.judge_preempt(fx.preempt(5), 0, 5, None), "42", "COMPLETED", PREEMPTION)
+    assert never.verdict is Verdict.FAIL and "never requeued" in never.reason
+
+
 def test_preempt_on_gpu_tolerates_tiny_differences_only():
     close = judge.judge_preempt(fx.preempt(5, bitwise=False, diff=1e-7, device="cuda"), 1, 5, None)
     assert close.verdict is Verdict.PASS and "within" in close.reason
