@@ -94,8 +94,8 @@ def group_target(
     names = [node.name for node in nodes]
     members = set(names)  # a partition's every node is looked up: not in a list (10,000 x 10,000)
     gpus = group.gpus
-    # the preempt job's GPUs: every GPU of each node it runs on (none asked for fake ones)
-    job_gpus = gpus.count * min(len(names), sample or len(names)) if gpus and not gpus.fake else 0
+    # the preempt job's GPUs: every GPU of each node it runs on (--exclusive holds fake ones too)
+    job_gpus = gpus.count * min(len(names), sample or len(names)) if gpus else 0
     gpu_type = gpus.type if gpus else None
     with_devices = [node for node in nodes if node.gpu_devices]
     return dataclasses.replace(

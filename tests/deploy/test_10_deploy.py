@@ -137,7 +137,7 @@ def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_drift_put_b
     shown = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=team-b", "format=Account,User,Fairshare,GrpTRES"])
     assert "team-b||1|gres/gpu=2" in shown.splitlines(), shown
     qos = run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,Preempt,MaxTRESPU,GraceTime"]).splitlines()
-    assert "high|low||00:05:00" in qos and "low||gres/gpu=1|00:05:00" in qos, qos
+    assert "high|low||00:05:00" in qos and "low||gres/gpu=2|00:05:00" in qos, qos
     pids = _daemon_pids()
     run(["sacctmgr", "-i", "modify", "account", "where", "name=team-b", "cluster=local", "set", "GrpTRES=gres/gpu=5",
          "Fairshare=9"])

@@ -9,7 +9,7 @@ APPLIED = {
     "qos": (
         "normal|Normal QOS default|0||cluster|00:00:00|1.000000|||||||\n"
         "high|high|100|low|cluster|00:05:00|1.000000|||||||\n"
-        "low|low|0||cluster|00:05:00|1.000000||gres/gpu=1||||||\n"
+        "low|low|0||cluster|00:05:00|1.000000||gres/gpu=2||||||\n"
     ),
     "accounts": "default|default|default\nresearch|research|research\nroot|default root account|root\n"
                 "team-a|team-a|research\nteam-b|team-b|research\n",

@@ -17,15 +17,17 @@ LOCAL = load_cluster(SHIPPED_INVENTORIES["local"])
 def test_the_local_clusters_teams_give_both_checks_their_qos_and_account() -> None:
     assert accounting_targets.usable_qos(LOCAL) == {"default": {"normal"}, "team-a": {"normal", "high", "low"},
                                                     "team-b": {"normal"}}
-    assert accounting_targets.qos_limit(LOCAL) == {"qos": "low", "account": "team-a", "gpus": 1, "deny": False}
+    assert accounting_targets.qos_limit(LOCAL) == {"qos": "low", "account": "team-a", "gpus": 2, "deny": False}
     assert accounting_targets.preemption(LOCAL, 0) == {"qos": "low", "by": "high", "account": "team-a"}
     partition, group = smoke_plan(LOCAL)
     assert partition.qos_limit == group.qos_limit and partition.preemption is None
-    assert group.preemption == {"qos": "low", "by": "high", "account": "team-a"}  # fake GPUs: the job asks none
+    # the preempt job holds every GPU of its two nodes (--exclusive), fake ones too: 2, within low's cap
+    assert group.preemption == {"qos": "low", "by": "high", "account": "team-a"}
 
 
 def test_a_preemptible_qos_whose_gpu_cap_the_job_exceeds_is_no_trigger() -> None:
-    assert accounting_targets.preemption(LOCAL, 2) is None  # low: MaxTRESPerUser gres/gpu=1
+    assert accounting_targets.preemption(LOCAL, 2) is not None
+    assert accounting_targets.preemption(LOCAL, 3) is None  # low: MaxTRESPerUser gres/gpu=2
 
 
 def test_a_qos_the_user_cannot_use_is_never_chosen() -> None:

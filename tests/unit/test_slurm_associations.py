@@ -63,7 +63,7 @@ def test_a_hand_edited_limit_and_share_are_put_back() -> None:
 def test_a_limit_dropped_from_the_inventory_is_cleared_with_minus_one() -> None:
     document = {**DOCUMENT, "qos": [dict(DOCUMENT["qos"][0]), {**DOCUMENT["qos"][1], "MaxTRESPU": {}}]}
     found = changes(APPLIED, document)
-    assert found == [{"kind": "qos", "action": "modify", "name": "low", "fields": {"MaxTRESPU": [{"gres/gpu": 1}, {}]}}]
+    assert found == [{"kind": "qos", "action": "modify", "name": "low", "fields": {"MaxTRESPU": [{"gres/gpu": 2}, {}]}}]
     assert M.commands(found, "local", True)[0][-1] == "MaxTRESPU=gres/gpu=-1"
 
 
