@@ -5,8 +5,8 @@ It reads what slurmdbd holds once (`sacctmgr show` of the cluster, QoS, accounts
 associations, five calls), compares it with the wanted document (cluster_cli/slurm_accounting.py
 writes it) and applies only the difference: the missing QoS, accounts and users added with one
 `sacctmgr add` per group of entries with the same settings (not one call per user), the changed
-settings modified, what the document no longer has removed: users first, then accounts (children
-before parents), then QoS. Never a daemon restart: sacctmgr changes reach slurmctld by itself.
+settings modified, what the document no longer has removed: users first (one call per account),
+then accounts (children before parents, siblings in one call), then QoS (one call). Never a daemon restart: sacctmgr changes reach slurmctld by itself.
 
 An account or user with running or pending jobs (`squeue`) is not removed unless `force`; the
 run then fails naming them, before it changes anything. Slurm's own `root` account and user and
@@ -346,7 +346,8 @@ def diff(document: dict[str, Any], state: dict[str, Any], remove: bool = True) -
     parents = {name: row.get("ParentName", "").lower() for name, row in state["accounts"].items()}
     gone = [name for name in state["accounts"] if name not in wanted_accounts and name != ROOT]
     for name in sorted(gone, key=lambda item: -_depth(item, parents)):
-        changes.append({"kind": "account", "action": "remove", "name": name, "fields": {}})
+        changes.append({"kind": "account", "action": "remove", "name": name, "parent": parents.get(name, ""),
+                        "fields": {}})
     for name in sorted(state["qos"]):
         if name not in wanted_qos and name != SLURM_QOS:
             changes.append({"kind": "qos", "action": "remove", "name": name, "fields": {}})
@@ -409,11 +410,14 @@ def commands(changes: list[dict[str, Any]], cluster: str, cluster_exists: bool) 
     for change in changes:
         if change["kind"] == "qos" and change["action"] in ("add", "modify") and change["fields"]:
             argvs.append([*run, "modify", "qos", "where", f"name={change['name']}", "set", *_words(change["fields"])])
-    # accounts: one add per parent and settings, in the document's order (parents first)
+    # accounts: one add per parent and settings, in the document's order (parents first); a
+    # Description or Organization that is sacctmgr's own default for the account is left to it,
+    # so that accounts differing only there are one call
     groups: dict[tuple[str, ...], list[str]] = {}
     for change in changes:
         if change["kind"] == "account" and change["action"] == "add":
-            key = (f"cluster={cluster}", f"parent={change['parent']}", *_words(change["fields"]))
+            fields = _without_defaults(change["name"], change["parent"], change["fields"])
+            key = (f"cluster={cluster}", f"parent={change['parent']}", *_words(fields))
             groups.setdefault(key, []).append(change["name"])
     argvs += [[*run, "add", "account", ",".join(names), *key] for key, names in groups.items()]
     for change in changes:
@@ -433,17 +437,30 @@ def commands(changes: list[dict[str, Any]], cluster: str, cluster_exists: bool) 
             if change["account"]:
                 where += [f"account={change['account']}", f"cluster={cluster}"]
             argvs.append([*run, "modify", "user", "where", *where, "set", *_words(change["fields"])])
+    # removals: users one call per account, accounts one per parent (children before their
+    # parents: the changes' order), QoS in one call
+    removals: dict[tuple[str, ...], list[str]] = {}
     for change in changes:
         if change["action"] != "remove":
             continue
         if change["kind"] == "user":
-            argvs.append([*run, "delete", "user", "where", f"name={change['name']}", f"account={change['account']}",
-                          f"cluster={cluster}"])
+            key = ("user", f"account={change['account']}", f"cluster={cluster}")
         elif change["kind"] == "account":
-            argvs.append([*run, "delete", "account", "where", f"name={change['name']}", f"cluster={cluster}"])
+            key = ("account", f"parent:{change.get('parent', '')}", f"cluster={cluster}")
         else:
-            argvs.append([*run, "delete", "qos", "where", f"name={change['name']}"])
+            key = ("qos",)
+        removals.setdefault(key, []).append(change["name"])
+    for (kind, *where), names in removals.items():
+        where = [word for word in where if not word.startswith("parent:")]
+        argvs.append([*run, "delete", kind, "where", f"name={','.join(names)}", *where])
     return argvs
+
+
+def _without_defaults(name: str, parent: str, fields: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """An added account's fields less a Description or Organization sacctmgr would set itself: the
+    account's name, and its parent's (its own below root)."""
+    defaults = {"Description": name, "Organization": parent if parent != ROOT else name}
+    return {field: values for field, values in fields.items() if defaults.get(field, object()) != values[1]}
 
 
 def main() -> None:  # pragma: no cover - run by Ansible (tests/deploy)

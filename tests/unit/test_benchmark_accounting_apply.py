@@ -22,10 +22,15 @@ def test_the_added_users_and_accounts_are_adds_only_in_few_calls() -> None:
     assert [change["action"] for change in changes] == ["add"] * 1050
     assert {change["kind"] for change in changes[:50]} == {"account"}
     argvs = slurm_associations.commands(changes, "local", True)
-    # each account its own call (its own description), the users one call per account
-    assert len(argvs) == 100
+    # accounts one call per settings (4 shares), the users one call per account
+    assert len(argvs) == 4 + 50
     assert sum(len(argv[4].split(",")) for argv in argvs if argv[2:4] == ["add", "user"]) == 1000
     removal = slurm_associations.diff(document, slurm_associations.current_state({
         **APPLIED, "assocs": APPLIED["assocs"] + "bench-a00|||research|1||||||||\n" + "bench-a00|bench-u0000|||1||||||||\n"}))
     assert [(change["kind"], change["action"], change["name"]) for change in removal] == [
         ("user", "remove", "bench-u0000"), ("account", "remove", "bench-a00")]
+    added_state = slurm_associations.current_state({**APPLIED, "assocs": APPLIED["assocs"] + "".join(
+        f"bench-a{index:02d}|||research|1||||||||\n" for index in range(50)) + "".join(
+        f"bench-a{index % 50:02d}|bench-u{index:04d}|||1||||||||\n" for index in range(1000))})
+    removals = slurm_associations.commands(slurm_associations.diff(document, added_state), "local", True)
+    assert len(removals) == 50 + 1  # the users one call per account, the accounts (one parent) one

@@ -31,7 +31,11 @@ def test_a_first_apply_adds_in_order_and_groups_the_adds() -> None:
     assert argvs[2][2:] == ["modify", "qos", "where", "name=high", "set", "Description=high", "GraceTime=300",
                             "Preempt=low", "PreemptMode=cluster", "Priority=100", "UsageFactor=1.0"]
     accounts = [argv[4] for argv in argvs if argv[2:4] == ["add", "account"]]
-    assert accounts == ["default", "research", "team-a", "team-b"]  # parents before children
+    # parents before children; accounts that differ only in what sacctmgr sets itself (Description:
+    # the name; Organization: the parent's, or its own below root) are one call
+    assert accounts == ["default,research", "team-a", "team-b"]
+    team_a = next(argv for argv in argvs if argv[2:5] == ["add", "account", "team-a"])
+    assert "Description=team-a" not in team_a and "Organization=research" not in team_a
     users = [argv for argv in argvs if argv[2:4] == ["add", "user"]]
     assert [argv[4:7] for argv in users] == [
         ["smoke", "cluster=local", "account=default"],
@@ -82,6 +86,15 @@ def test_what_the_inventory_dropped_is_removed_users_then_children_then_qos() ->
         ("qos", "remove", "low", None),
     ]
     assert changes(APPLIED, document, remove=False) == [changes(APPLIED, document)[0]]
+    # one call per account's users, siblings together, children before their parent
+    deletes = [argv[2:] for argv in M.commands(changes(APPLIED, document), "local", True) if argv[2] == "delete"]
+    assert deletes == [
+        ["delete", "user", "where", "name=smoke", "account=team-a", "cluster=local"],
+        ["delete", "user", "where", "name=smoke", "account=team-b", "cluster=local"],
+        ["delete", "account", "where", "name=team-a,team-b", "cluster=local"],
+        ["delete", "account", "where", "name=research", "cluster=local"],
+        ["delete", "qos", "where", "name=low"],
+    ]
 
 
 def test_removing_what_has_jobs_is_refused_unless_forced() -> None:
