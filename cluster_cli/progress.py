@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cluster_cli.ansible.runner import PlaybookResult
-from cluster_cli.plan import Plan
+from cluster_cli.plan import Impact, Plan
 from cluster_cli.smoke import SmokeEvent
 from cluster_cli.status import ClusterStatus
 
@@ -131,8 +131,13 @@ def plan_table(plan: Plan) -> Table:
         table.add_column(column)
     for change in plan.changes:
         style = IMPACT_STYLE.get(change.impact.value, "yellow")
-        table.add_row(change.host, change.subject, f"[{style}]{change.impact.value}[/{style}]", _first_cause(change.detail))
+        detail = _first_cause(change.detail) if change.impact in CAUSE_LISTS else change.detail
+        table.add_row(change.host, change.subject, f"[{style}]{change.impact.value}[/{style}]", detail)
     return table
+
+
+# Impacts whose detail lists every cause ("; "): the table shows the first and a count.
+CAUSE_LISTS = frozenset({Impact.RECONFIGURE, Impact.RESTART_SLURMCTLD, Impact.RESTART_SLURMD, Impact.RESTART_SLURMDBD})
 
 
 def _first_cause(detail: str) -> str:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rich.console import Console
 from sacctmgr_recorded import APPLIED, EMPTY
 from unit_helpers import SHIPPED_INVENTORIES
 
 from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.loader import load_cluster
-from cluster_cli.plan import Impact, accounting_changes
+from cluster_cli.plan import Impact, Plan, accounting_changes
 from cluster_cli.probe import agent, probe_request
+from cluster_cli.progress import plan_table
 from cluster_cli.slurm_accounting import accounting_document, document_checksum
 from cluster_cli.slurm_associations import read_commands
 
@@ -99,3 +101,12 @@ def test_the_record_keeps_the_data_each_deploy_applied(tmp_path: Path) -> None:
     assert load_record(tmp_path).accounting == {"localhost": "abc"}
     record.forget(["localhost"])
     assert record.accounting == {}
+
+
+def test_the_plan_table_shows_every_field_of_an_accounting_change() -> None:
+    plan = Plan("local", "22.05.8", accounting_changes(LOCAL, "localhost", {"outputs": HAND_EDITED, "error": None},
+                                                       APPLIED_RECORD))
+    console = Console(width=300, record=True)
+    console.print(plan_table(plan))
+    text = console.export_text()
+    assert "Fairshare 5 -> 1; GrpTRES gres/gpu=7 -> gres/gpu=2" in text and "more)" not in text
