@@ -30,7 +30,8 @@ from deploy_local import machine
 
 from cluster_cli import slurm_associations as module
 from cluster_cli.loader import load_cluster
-from cluster_cli.slurm_accounting import accounting_document
+from cluster_cli.model import SlurmAccount, SlurmUser
+from cluster_cli.slurm_accounting import account_entry, accounting_document, user_entry
 from devtools.markdown import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,14 +68,13 @@ def apply(document: dict[str, Any], env: dict[str, str], remove: bool) -> Apply:
 
 
 def with_bench_entries(document: dict[str, Any], users: int, accounts: int) -> dict[str, Any]:
+    """``document`` with ``accounts`` accounts below its first one and ``users`` users spread over
+    them, as slurm_accounting writes entries from the inventory's."""
     parent = document["accounts"][0]["name"] if document["accounts"] else "root"
     names = [f"bench-a{index:02d}" for index in range(accounts)]
-    added_accounts: list[dict[str, Any]] = [{"name": name, "parent": parent, "Description": name, "Organization": parent, "Fairshare": 1 + index % 4,
-                       "DefaultQOS": None, "QOS": [], "GrpTRES": {}, "MaxTRES": {}, "GrpJobs": None, "MaxJobs": None,
-                       "MaxSubmit": None, "MaxWall": None} for index, name in enumerate(names)]
-    added_users: list[dict[str, Any]] = [{"name": f"bench-u{index:04d}", "DefaultAccount": names[index % accounts],
-                    "accounts": [names[index % accounts]], "Fairshare": 1, "DefaultQOS": None, "QOS": [],
-                    "GrpTRES": {}, "MaxTRES": {}, "GrpJobs": None, "MaxJobs": None, "MaxSubmit": None, "MaxWall": None}
+    added_accounts = [account_entry(SlurmAccount(name=name, parent=parent, shares=1 + index % 4))
+                      for index, name in enumerate(names)]
+    added_users = [user_entry(SlurmUser(name=f"bench-u{index:04d}", account=names[index % accounts]), names[0])
                    for index in range(users)]
     return {**document, "accounts": [*document["accounts"], *added_accounts], "users": [*document["users"], *added_users]}
 

@@ -154,8 +154,9 @@ def make_plan(
         plan.changes += found + _owed_and_stale(name, probe, found)
     plan.changes += _retired(cluster, record)
     database = accounting_host(cluster)
-    if database in probes and probes[database].accounting is not None:
-        plan.changes += accounting_changes(cluster, database, probes[database].accounting or {}, record)
+    answer = probes[database].accounting if database in probes else None
+    if database is not None and answer:
+        plan.changes += accounting_changes(cluster, database, answer, record)
     if primary is not None and primary.controller and not primary.controller.get("error"):
         node_changes = _node_changes(cluster, primary.controller, plan.jobs)
         added = {f"slurmd@{change.subject}" for change in node_changes if change.impact is Impact.NODE_ADD}
@@ -255,7 +256,7 @@ def _accounting_detail(change: dict[str, Any]) -> str:
 
 def _shown(value: Any) -> str:
     """A normalised sacctmgr value (slurm_associations.normal) as plan prints it."""
-    if value is None or value == "" or value == {} or value == [] or value == set():
+    if value is None or value == "" or (isinstance(value, (dict, list, set, frozenset, tuple)) and not value):
         return "none"
     if isinstance(value, dict):
         return ",".join(f"{name}={count}" for name, count in sorted(value.items()))

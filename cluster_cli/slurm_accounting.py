@@ -34,8 +34,8 @@ def accounting_document(cluster: Cluster) -> dict[str, Any]:
     return {
         "cluster": cluster.name,
         "qos": [_qos(qos, grace) for qos in accounting.qos],
-        "accounts": [_account(account) for account in parents_first(accounts)],
-        "users": [_user(user, accounting.account) for user in users],
+        "accounts": [account_entry(account) for account in parents_first(accounts)],
+        "users": [user_entry(user, accounting.account) for user in users],
     }
 
 
@@ -97,7 +97,7 @@ def _limits(limits: AssociationLimits) -> dict[str, Any]:
     }
 
 
-def _account(account: SlurmAccount) -> dict[str, Any]:
+def account_entry(account: SlurmAccount) -> dict[str, Any]:
     return {
         "name": account.name,
         "parent": account.parent,
@@ -111,7 +111,7 @@ def _account(account: SlurmAccount) -> dict[str, Any]:
     }
 
 
-def _user(user: SlurmUser, default_account: str) -> dict[str, Any]:
+def user_entry(user: SlurmUser, default_account: str) -> dict[str, Any]:
     account = user.account or default_account
     return {
         "name": user.name,

@@ -40,8 +40,8 @@ def _account_for(usable: dict[str, set[str]], *qos: str) -> str | None:
 
 
 def qos_limit(cluster: Cluster) -> dict[str, Any] | None:
-    """{"qos", "account", "gpus"}: the first QoS that caps each user's GPUs (MaxTRESPerUser
-    gres/gpu) and that the test user may use; None when there is none."""
+    """{"qos", "account", "gpus", "deny"}: the first QoS that caps each user's GPUs (MaxTRESPerUser
+    gres/gpu) and that the test user may use, and whether it has DenyOnLimit; None when there is none."""
     usable = usable_qos(cluster)
     for qos in cluster.inventory.accounting.qos:
         gpus = qos.limits.max_tres_per_user.get(GPU_TRES)

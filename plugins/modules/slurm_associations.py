@@ -6,7 +6,8 @@ associations, five calls), compares it with the wanted document (cluster_cli/slu
 writes it) and applies only the difference: the missing QoS, accounts and users added with one
 `sacctmgr add` per group of entries with the same settings (not one call per user), the changed
 settings modified, what the document no longer has removed: users first (one call per account),
-then accounts (children before parents, siblings in one call), then QoS (one call). Never a daemon restart: sacctmgr changes reach slurmctld by itself.
+then accounts (children before parents, siblings in one call), then QoS (one call). Never a daemon
+restart: sacctmgr changes reach slurmctld by itself.
 
 An account or user with running or pending jobs (`squeue`) is not removed unless `force`; the
 run then fails naming them, before it changes anything. Slurm's own `root` account and user and
@@ -439,20 +440,21 @@ def commands(changes: list[dict[str, Any]], cluster: str, cluster_exists: bool) 
             argvs.append([*run, "modify", "user", "where", *where, "set", *_words(change["fields"])])
     # removals: users one call per account, accounts one per parent (children before their
     # parents: the changes' order), QoS in one call
-    removals: dict[tuple[str, ...], list[str]] = {}
+    # (kind, the group its members share, the rest of the where clause) -> names
+    removals: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for change in changes:
         if change["action"] != "remove":
             continue
+        removal: tuple[str, str, tuple[str, ...]]
         if change["kind"] == "user":
-            key = ("user", f"account={change['account']}", f"cluster={cluster}")
+            removal = ("user", change["account"], (f"account={change['account']}", f"cluster={cluster}"))
         elif change["kind"] == "account":
-            key = ("account", f"parent:{change.get('parent', '')}", f"cluster={cluster}")
+            removal = ("account", change.get("parent", ""), (f"cluster={cluster}",))
         else:
-            key = ("qos",)
-        removals.setdefault(key, []).append(change["name"])
-    for (kind, *where), names in removals.items():
-        where = [word for word in where if not word.startswith("parent:")]
-        argvs.append([*run, "delete", kind, "where", f"name={','.join(names)}", *where])
+            removal = ("qos", "", ())
+        removals.setdefault(removal, []).append(change["name"])
+    for (kind, _, clause), names in removals.items():
+        argvs.append([*run, "delete", kind, "where", f"name={','.join(names)}", *clause])
     return argvs
 
 
