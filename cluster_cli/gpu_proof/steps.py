@@ -8,10 +8,11 @@ import dataclasses
 import os
 import socket
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cluster_cli.gpu_proof import autodetect, daemons, inventory, machine
+from cluster_cli.gpu_proof import autodetect, daemons, gpu_steps, inventory, machine
 from cluster_cli.gpu_proof.record import ADAPTED, FAIL, PASS, SKIP, STOP, Record, Step
 
 #: The smoke suite's checks the proof runs; the last two only with two GPUs or more.
@@ -19,25 +20,6 @@ GPU_CHECKS = ("srun", "gpu-binding", "gpu")
 NCCL_CHECKS = ("allreduce", "ddp")
 CHECK_TIMEOUT_S = 150.0
 LOG_BYTES = 2_000_000
-METRICS_JOB = "gpu-proof-metrics"
-#: Holds a CUDA context and 256 MiB on every GPU the job was given, until it is cancelled.
-HOLD_GPUS = """
-import time, torch
-held = [torch.empty(256 << 20, dtype=torch.uint8, device=f"cuda:{i}") for i in range(torch.cuda.device_count())]
-print("holding", len(held), flush=True)
-time.sleep(110)
-"""
-#: Prints "open" or "denied" for each device file named: what the job's device cgroup allows.
-OPEN_PROBE = """
-import os, sys
-for path in sys.argv[1:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        print("open")
-    except PermissionError:
-        print("denied")
-"""
-
 
 class Stopped(Exception):
     """A step found what the rest cannot run without."""
@@ -56,7 +38,6 @@ class Proof:
         self.cluster: Any = None
         self.made_slice = False
         self.cgroups_used = False
-        self._held_job = ""
         self.device_files: list[str] = []
 
     def step(self, name: str, verdict: str, says: str, started: float, **details: Any) -> Step:
@@ -64,8 +45,8 @@ class Proof:
 
     def run(self) -> None:
         try:
-            for step in (self.facts, self.render, self.start, self.autodetect, self.device_cgroup, self.gpu_metrics,
-                         self.smoke):
+            for step in (self.facts, self.render, self.start, self.autodetect,
+                         partial(gpu_steps.device_cgroup, self), partial(gpu_steps.gpu_metrics, self), self.smoke):
                 step()
         except Stopped:
             return
@@ -202,78 +183,6 @@ class Proof:
         self.step("autodetect", PASS, f"gpu/nvml found {len(found.nvml)} of {len(self.gpus)} GPU(s) "
                   f"({', '.join(names)}), every nvidia-smi UUID; slurmctld: {gres}", started, **details)
 
-    # 6. the device cgroup: a job is denied the GPUs it was not given
-    def device_cgroup(self) -> None:
-        started = time.monotonic()
-        if not self.cgroups_used:
-            self.step("device-cgroup", SKIP, "no cgroups here: binding is checked by CUDA_VISIBLE_DEVICES only",
-                      started)
-            return
-        if not self.device_files:
-            self.step("device-cgroup", SKIP, "gpu/nvml named no device file", started)
-            return
-        srun = ["srun", "--nodes=1", "--ntasks=1", "--time=2"]
-        probe = [self.args.python, "-c", OPEN_PROBE, *self.device_files]
-        without = daemons.run(self.layout, [*srun, "--gres=none", *probe], timeout=120)
-        with_all = daemons.run(self.layout, [*srun, f"--gres=gpu:{len(self.device_files)}", *probe], timeout=120)
-        seen = {"without GPUs": without.stdout.split(), "with every GPU": with_all.stdout.split()}
-        want = {"without GPUs": ["denied"] * len(self.device_files), "with every GPU": ["open"] * len(self.device_files)}
-        if seen != want:
-            self.step("device-cgroup", FAIL, f"device files {self.device_files}: saw {seen}, expected {want} "
-                      f"({(without.stderr + with_all.stderr).strip()[-300:]})", started, seen=seen)
-            return
-        self.step("device-cgroup", PASS, f"a job without GPUs is denied {', '.join(self.device_files)}; a job "
-                  "given them opens them (ConstrainDevices, cgroup v2)", started, seen=seen)
-
-    # 7. the GPU exporter's figures, one of them taken while a job holds every GPU
-    def gpu_metrics(self) -> None:
-        started = time.monotonic()
-        try:
-            import pynvml
-
-            from cluster_cli.exporters import gpu_metrics
-        except ImportError as error:
-            self.step("gpu-metrics", SKIP, f"no NVML binding in this Python ({error})", started)
-            return
-        holder = None if self.args.fake_gpus else self._hold_gpus()
-        try:
-            scrape = self._scrape_until_held(gpu_metrics, pynvml, holder)
-        finally:
-            if holder is not None:
-                daemons.run(self.layout, ["scancel", "--name", METRICS_JOB])
-                holder.wait(timeout=60)
-        problems = metrics_problems(scrape.samples, self.gpus, self._held_job if holder else None)
-        details = {"samples": len(scrape.samples), "errors": scrape.errors, "job": self._held_job,
-                   "exposition": gpu_metrics.exposition(scrape)[-4000:]}
-        if problems:
-            self.step("gpu-metrics", FAIL, "; ".join(problems), started, **details)
-            return
-        held = f"; job {self._held_job} named on every GPU it held" if holder else "; no job held the emulated GPUs"
-        self.step("gpu-metrics", PASS, f"{len(scrape.samples)} samples from NVML (nvidia-ml-py), memory total "
-                  f"equal to nvidia-smi's, temperature and power in range{held}", started, **details)
-
-    def _hold_gpus(self) -> Any:
-        import subprocess
-
-        argv = ["srun", f"--job-name={METRICS_JOB}", "--nodes=1", "--ntasks=1", f"--gres=gpu:{len(self.gpus)}",
-                "--time=2", self.args.python, "-c", HOLD_GPUS]
-        return subprocess.Popen(argv, env=self.layout.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-
-    def _scrape_until_held(self, gpu_metrics: Any, nvml: Any, holder: Any) -> Any:
-        """A scrape; with a holder, the first that names a job on every GPU (60 s at most)."""
-        deadline = time.monotonic() + 60
-        while True:
-            scrape = gpu_metrics.collect(nvml)
-            jobs = [labels.get("job") for name, labels, _ in scrape.samples if name == "slurm_job"]
-            if holder is None or (len(jobs) >= len(self.gpus) and all(jobs)) or time.monotonic() > deadline:
-                if holder is not None and jobs and all(jobs):
-                    self._held_job = str(jobs[0])
-                return scrape
-            if holder.poll() is not None:
-                return scrape
-            time.sleep(1)
-
     # 8. the smoke suite's GPU checks under srun
     def smoke(self) -> None:
         from cluster_cli.smoke import report as smoke_report
@@ -344,32 +253,3 @@ def _row(check: str, what: str, value: float | None, threshold: float | None, ve
         verdict = PASS if value >= threshold else FAIL
     return {"check": check, "what": what, "value": rounded, "threshold": threshold, "verdict": verdict,
             "reason": reason}
-
-
-
-def metrics_problems(samples: list[tuple[str, dict[str, str], float]], gpus: list[machine.Gpu],
-                     job: str | None) -> list[str]:
-    """What in a scrape disagrees with nvidia-smi or with the job that held the GPUs."""
-    def values(metric: str) -> dict[str, float]:
-        return {labels["uuid"]: value for name, labels, value in samples if name == metric}
-
-    problems = []
-    info = values("info")
-    if sorted(info) != sorted(gpu.uuid for gpu in gpus):
-        problems.append(f"the exporter lists GPUs {sorted(info)}, nvidia-smi {sorted(g.uuid for g in gpus)}")
-    total = values("memory_total_bytes")
-    for gpu in gpus:
-        if int(total.get(gpu.uuid, 0)) >> 20 != gpu.memory_mib:
-            problems.append(f"GPU {gpu.index}: memory total {int(total.get(gpu.uuid, 0)) >> 20} MiB, nvidia-smi "
-                            f"{gpu.memory_mib} MiB")
-    for metric, low, high in (("temperature_celsius", 1, 120), ("power_watts", 0.001, 2000),
-                              ("utilization_ratio", 0, 1)):
-        for uuid, value in values(metric).items():
-            if not low <= value <= high:
-                problems.append(f"{uuid}: {metric} {value} outside {low}..{high}")
-    if job is not None:
-        jobs = {labels["uuid"]: labels["job"] for name, labels, _ in samples if name == "slurm_job"}
-        missing = [gpu.uuid for gpu in gpus if jobs.get(gpu.uuid) != job]
-        if not job or missing:
-            problems.append(f"the job holding the GPUs ({job or 'none seen'}) is not named on {missing or 'them'}")
-    return problems

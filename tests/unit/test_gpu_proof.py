@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_cli.gpu_proof import autodetect, daemons, inventory, machine, record, steps
+from cluster_cli.gpu_proof import autodetect, daemons, gpu_steps, inventory, machine, record, steps
 from cluster_cli.loader import load_cluster
 
 DATA = Path(__file__).parent / "data" / "gpu_proof"
@@ -190,7 +190,7 @@ def _samples(uuid: str, memory_bytes: int, temperature: float, job: str | None) 
 
 
 def test_a_scrape_that_agrees_with_nvidia_smi_and_the_holding_job_is_no_problem() -> None:
-    assert steps.metrics_problems(_samples(H200.uuid, 143771 << 20, 35, "4"), [H200], "4") == []
+    assert gpu_steps.metrics_problems(_samples(H200.uuid, 143771 << 20, 35, "4"), [H200], "4") == []
 
 
 @pytest.mark.parametrize(("samples", "job", "says"), [
@@ -202,7 +202,7 @@ def test_a_scrape_that_agrees_with_nvidia_smi_and_the_holding_job_is_no_problem(
 ])  # fmt: skip
 def test_each_disagreement_of_the_exporter_is_named(samples: list[tuple[str, dict[str, str], float]],
                                                     job: str, says: str) -> None:
-    assert any(says in problem for problem in steps.metrics_problems(samples, [H200], job))
+    assert any(says in problem for problem in gpu_steps.metrics_problems(samples, [H200], job))
 
 
 def test_the_monitoring_page_lists_every_metric_the_exporter_serves() -> None:
