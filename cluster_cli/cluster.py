@@ -21,6 +21,7 @@ from cluster_cli.resolve.hosts import ManagedHost, declared_hosts, resolve_hosts
 from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
 from cluster_cli.resolve.partitions import PartitionNodes, resolve_partitions
+from cluster_cli.resolve.people import check_people
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.resolve.series_values import check_series_values
 from cluster_cli.resolve.slurm_build import check_build
@@ -109,5 +110,6 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_build(inventory, hosts, problems)
     check_configless(inventory, hosts, problems)
     check_accounting(inventory, problems)
+    check_people(inventory, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)

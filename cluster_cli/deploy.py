@@ -36,6 +36,7 @@ from cluster_cli.plan import Impact, Plan, plan_cluster
 from cluster_cli.probe import accounting_host
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
 from cluster_cli.render.health_conf import with_host_health_texts
+from cluster_cli.people_accounts import document_checksum as people_checksum, people_document
 from cluster_cli.slurm_accounting import accounting_document, document_checksum
 
 LOG_TAIL_LINES = 20
@@ -198,6 +199,8 @@ def _record_hosts(prepared: Prepared, files: dict[str, list[HostFile]], hosts: l
     database = accounting_host(prepared.cluster)
     if database in hosts:
         record.remember_accounting(database, document_checksum(accounting_document(prepared.cluster)))
+    people = people_document(prepared.cluster.inventory)
+    record.remember_people(people, people_checksum(people), hosts)
     record.remember_reach({host: entry for host, entry in host_reach(prepared.cluster).items() if host in hosts})
     record.save()
 

@@ -32,6 +32,9 @@ class DeployedRecord:
     reach: dict[str, dict[str, Any]] = field(default_factory=dict)
     # accounting host -> sha256 of the accounting document deployed there (slurm_accounting)
     accounting: dict[str, str] = field(default_factory=dict)
+    # {"document": the people document the last deploy applied (cluster_cli.people_accounts), "checksum": its
+    # sha256, "hosts": host -> the sha256 of the document it was given last}
+    people: dict[str, Any] = field(default_factory=dict)
 
     def knows(self, host: str, path: str) -> bool:
         return path in self.hosts.get(host, {})
@@ -46,6 +49,16 @@ class DeployedRecord:
     def remember_accounting(self, host: str, checksum: str) -> None:
         self.accounting = {host: checksum}
 
+    def remember_people(self, document: dict[str, Any], checksum: str, hosts: list[str]) -> None:
+        held = {host: value for host, value in self.people.get("hosts", {}).items() if host not in hosts}
+        self.people = {"document": document, "checksum": checksum, "hosts": held | dict.fromkeys(hosts, checksum)}
+
+    def people_held(self, host: str) -> tuple[str | None, dict[str, Any] | None]:
+        """The checksum of the people document ``host`` was given last, and that document where it
+        is the last one recorded (None: not known)."""
+        checksum = self.people.get("hosts", {}).get(host)
+        return checksum, self.people.get("document") if checksum == self.people.get("checksum") else None
+
     def remember_reach(self, reach: dict[str, dict[str, Any]]) -> None:
         self.reach.update(reach)
 
@@ -59,6 +72,7 @@ class DeployedRecord:
             self.hosts.pop(host, None)
             self.reach.pop(host, None)
             self.accounting.pop(host, None)
+            self.people.get("hosts", {}).pop(host, None)
 
     def save(self) -> None:
         if self.path is None:
@@ -66,7 +80,8 @@ class DeployedRecord:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         staging = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         document = {"version": 1, "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hosts": self.hosts,
-                    "reach": self.reach, "accounting": self.accounting}
+                    "reach": self.reach, "accounting": self.accounting,
+                    "people": self.people}
         staging.write_text(json.dumps(document, indent=1, sort_keys=True), encoding="utf-8")
         staging.replace(self.path)
 
@@ -79,6 +94,7 @@ def load_record(state_dir: Path) -> DeployedRecord:
         hosts = {str(host): dict(files) for host, files in document.get("hosts", {}).items()}
         reach = {str(host): dict(entry) for host, entry in document.get("reach", {}).items()}
         accounting = {str(host): str(checksum) for host, checksum in document.get("accounting", {}).items()}
+        people = dict(document.get("people", {}))
     except (OSError, ValueError, AttributeError, TypeError):
-        hosts, reach, accounting = {}, {}, {}
-    return DeployedRecord(path, hosts, reach, accounting)
+        hosts, reach, accounting, people = {}, {}, {}, {}
+    return DeployedRecord(path, hosts, reach, accounting, people)

@@ -367,8 +367,8 @@ class SlurmUser(StrictModel):
         ge=1000,
         le=2**31 - 2,
         description=(
-            "The user's UID on every host: checked here (unique, not a system or daemon id); the deploy "
-            "does not yet create Linux accounts (issue 33 item 1)."
+            "The user's UID: checked here (unique, not a system or daemon id, the same as `people.users`' "
+            "where the user is there too, which is what makes the Linux account on every host)."
         ),
     )
     shares: int = Field(1, ge=1, description="Fairshare of the user within each of its accounts (>= 1).")
@@ -668,6 +668,75 @@ class Slurm(StrictModel):
         default_factory=new_dict,
         description="slurm.conf keys over the expert defaults; null deletes a default key.",
     )
+
+
+# ---- People: Linux users and groups, the same on every host (docs/operations.md#people-linux-users-and-groups)
+SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+                 "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
+SSH_KEY_DATA = re.compile(r"[A-Za-z0-9+/]+={0,3}")
+
+
+def _check_ssh_key(value: str) -> str:
+    """An OpenSSH public key line: TYPE BASE64 [COMMENT], no options (they would widen what the key may do)."""
+    parts = value.split(" ", 2)
+    if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES or not SSH_KEY_DATA.fullmatch(parts[1]) or not value.isprintable():
+        raise ValueError(
+            f"not an OpenSSH public key line (TYPE BASE64 [COMMENT], TYPE one of {', '.join(SSH_KEY_TYPES)}): {value[:40]!r}"
+        )
+    return value
+
+
+SshPublicKey = Annotated[str, AfterValidator(_check_ssh_key)]
+# Below 1000: Debian's system accounts; 65534: nobody; from 2**31 - 1: what some tools read as -1.
+PersonId = Annotated[int, Field(ge=1000, le=2**31 - 2)]
+
+
+class PersonGroup(StrictModel):
+    """A Linux group, the same GID on every host."""
+
+    name: UserName = Field(description="Group name (as groupadd accepts it: lower case, at most 32).")
+    gid: PersonId = Field(description="Its GID on every host (1000 or more).")
+
+
+class Person(StrictModel):
+    """A Linux user, made the same on every host: controllers, database, login and compute."""
+
+    name: UserName = Field(description="Login name (as Linux and Slurm accept it: lower case, at most 32).")
+    uid: PersonId = Field(description="Its UID on every host (1000 or more); an existing account with another fails the deploy.")
+    gid: PersonId | None = Field(
+        None,
+        description=(
+            "Primary group: the GID of one of `people.groups`, or of a group of the user's own name made for it; "
+            "default: a group of its own name with GID = UID."
+        ),
+    )
+    groups: list[UserName] = Field(
+        default_factory=new_list,
+        description="Supplementary groups, each one of `people.groups` (membership of those is kept to this list).",
+    )
+    shell: AbsolutePath = Field("/bin/bash", description="Login shell.")
+    home: AbsolutePath | None = Field(None, description="Home directory, made where missing; default /home/NAME.")
+    ssh_keys: list[SshPublicKey] = Field(
+        default_factory=new_list,
+        description="SSH public keys, kept in a block of its ~/.ssh/authorized_keys (its own lines there stay).",
+    )
+    state: Literal["present", "locked", "absent"] = Field(
+        "present",
+        description=(
+            "`locked`: the account expires (`usermod --expiredate 1`: no login by password or SSH key) and keeps "
+            "its files and its Slurm association; `absent`: deleted (userdel). A user taken out of the inventory "
+            "is locked, never deleted."
+        ),
+    )
+    remove_home: bool = Field(False, description="With `state: absent`: delete its home directory and mail spool too.")
+
+
+class People(StrictModel):
+    """Linux users and groups, the same ids on every host (a cluster's jobs run under the submitter's
+    UID on every node)."""
+
+    groups: list[PersonGroup] = Field(default_factory=new_list, description="Groups, each with its GID.")
+    users: list[Person] = Field(default_factory=new_list, description="Users, each with its UID.")
 
 
 class NodeAccess(StrictModel):
@@ -1048,6 +1117,9 @@ class Inventory(StrictModel):
     )
     controllers: Controllers = Field(description="The slurmctld hosts.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd, MariaDB and sacct.")
+    people: People = Field(
+        default_factory=People, description="Linux users and groups made the same on every host."
+    )
     login: list[Name] = Field(default_factory=new_list, description="Login hosts.")
     node_groups: list[NodeGroup] = Field(
         min_length=1, description="Compute nodes, in groups of identical hardware."

@@ -19,6 +19,7 @@ from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
+from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
 from cluster_cli.probe import HostProbe, accounting_host, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document, document_checksum
@@ -45,6 +46,7 @@ class Impact(str, Enum):
     FILE = "file change"
     DRIFT = "drift"
     ACCOUNTING = "sacctmgr only"
+    PEOPLE = "users and groups"
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ def make_plan(
             change = decisions.for_host(files, rendered, probe, name == cluster.inventory.controllers.primary)
             found += _daemon_changes(cluster, name, files, probe, change)
         plan.changes += found + _owed_and_stale(name, probe, found)
+    plan.changes += people_changes_by_host(cluster, [name for name in order if not probes[name].error], record)
     plan.changes += _retired(cluster, record)
     database = accounting_host(cluster)
     answer = probes[database].accounting if database in probes else None
@@ -240,6 +243,22 @@ def accounting_changes(
         if drifted:
             detail = f"changed by hand since the last deploy: {detail}"
         changes.append(Change(host, subject, Impact.DRIFT if drifted else Impact.ACCOUNTING, detail))
+    return changes
+
+
+def people_changes_by_host(cluster: Cluster, hosts: list[str], record: DeployedRecord) -> list[Change]:
+    """Per host, the users and groups the deploy makes, changes, locks or deletes there since the
+    people document it was given last (cluster_cli.people_accounts; every one of them where that is not known)."""
+    document = people_document(cluster.inventory)
+    checksum = people_checksum(document)
+    changes = []
+    for host in hosts:
+        held, before = record.people_held(host)
+        if held == checksum:
+            continue
+        items = people_changes(document, before)
+        if items:
+            changes.append(Change(host, "people", Impact.PEOPLE, "; ".join(items)))
     return changes
 
 

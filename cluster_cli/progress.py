@@ -136,8 +136,9 @@ def plan_table(plan: Plan) -> Table:
     return table
 
 
-# Impacts whose detail lists every cause ("; "): the table shows the first and a count.
-CAUSE_LISTS = frozenset({Impact.RECONFIGURE, Impact.RESTART_SLURMCTLD, Impact.RESTART_SLURMD, Impact.RESTART_SLURMDBD})
+# Impacts whose detail lists every cause or item ("; "): the table shows the first and a count.
+CAUSE_LISTS = frozenset({Impact.RECONFIGURE, Impact.RESTART_SLURMCTLD, Impact.RESTART_SLURMD, Impact.RESTART_SLURMDBD,
+                         Impact.PEOPLE})
 
 
 def _first_cause(detail: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cluster_cli.people_accounts import people_document
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Nccl, PackageMirror
@@ -81,6 +82,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "common_slurm_gid": slurm.gid,
         "common_munge_uid": inventory.munge.uid,
         "common_munge_gid": inventory.munge.gid,
+        **{f"common_people_{kind}": entries for kind, entries in people_document(inventory).items()},
         "common_log_dir": paths.log_dir,
         "common_run_dir": paths.run_dir,
         **package_mirror_variables(inventory.package_mirror),

@@ -1,9 +1,9 @@
 """Users kept apart: pam_slurm_adopt on compute hosts, PrivateData, enforced associations, and a
 database that listens on its own host only.
 
-Two throwaway users exist on every host for these tests (the same ids everywhere, as a site's
-directory service would give them): ``alice`` has an association (sacctmgr), ``mallory`` has none.
-Both log in with their own key, which only their own authorized_keys on the compute host accepts.
+The inventory's people (molecule/shared/templates/cluster.yaml.j2) are two users the deploy made on
+every host with the same ids and group, and the bed's key in their authorized_keys: ``alice`` gets
+an association here (sacctmgr), ``mallory`` has none.
 """
 
 from __future__ import annotations
@@ -29,17 +29,12 @@ class Users:
 
 
 @pytest.fixture(scope="module")
-def users(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Users]:
+def users(view: ClusterView) -> Iterator[Users]:
     if not view.cluster.inventory.node_access.pam_slurm_adopt:
         pytest.skip("node_access.pam_slurm_adopt is off in this scenario")
     if view.database is None:
         pytest.skip("accounting is disabled in this scenario")
-    key = tmp_path_factory.mktemp("isolation") / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    public_key = key.with_suffix(".pub").read_text().strip()
-    for host in view.hosts:
-        for name, uid in USERS.items():
-            view.add_login_user(host, name, uid, public_key)
+    key = Path(view.cluster.inventory.ssh.private_key)
     account = view.cluster.inventory.accounting.account
     view.run(view.controller, f"sacctmgr --immediate add user alice account={account} >/dev/null; "
                               "sacctmgr --noheader --parsable2 show assoc user=alice format=user | grep -qx alice")
@@ -49,7 +44,16 @@ def users(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         view.run(view.controller, "scancel --user=alice; scancel --user=mallory; "
                                   "sacctmgr --immediate delete user alice", check=False)
         for host in view.hosts:
-            view.run(host, "pkill -u alice; pkill -u mallory; userdel -r alice; userdel -r mallory", check=False)
+            view.run(host, "pkill -u alice; pkill -u mallory", check=False)
+
+
+def test_the_inventorys_people_have_the_same_ids_and_groups_on_every_host(view: ClusterView) -> None:
+    wanted = {person.name: person.uid for person in view.cluster.inventory.people.users}
+    assert wanted == USERS, "the bed inventory's people are not the users these tests log in as"
+    found = {host: view.run(host, "for user in alice mallory; do getent passwd $user | cut -d: -f1,3,4,6,7; id -nG $user; "
+                                  "done").stdout for host in view.hosts}
+    expected = "".join(f"{name}:{uid}:{uid}:/home/{name}:/bin/bash\n{name} tbusers\n" for name, uid in USERS.items())
+    assert found == dict.fromkeys(view.hosts, expected)
 
 
 def _ssh(view: ClusterView, users: Users, user: str, command: str) -> subprocess.CompletedProcess[str]:

@@ -158,6 +158,28 @@ def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_drift_put_b
     print(f"deploy putting back a hand-edited share and limit took {elapsed:.1f} s")
 
 
+def test_the_inventorys_people_are_made_and_plan_shows_a_user_who_leaves_it_as_a_lock(
+    deployed_cluster: DeployedCluster, tmp_path: Path,
+) -> None:
+    inventory = load_cluster(deployed_cluster.inventory).inventory
+    for person in inventory.people.users:
+        entry = run(["getent", "passwd", person.name]).strip().split(":")
+        assert entry[2:4] == [str(person.uid), str(person.uid)] and entry[6] == person.shell, entry
+        assert run(["id", "-nG", person.name]).split() == [person.name, *person.groups]
+        assert run(["getent", "shadow", person.name]).split(":")[7] == "", f"{person.name} is locked"
+    managed = json.loads(Path("/var/lib/cluster-cli/people.json").read_text())
+    assert managed == {"users": sorted(person.name for person in inventory.people.users)}
+    text = deployed_cluster.inventory.read_text()
+    leaving = text.replace("    - name: bob\n      uid: 5002\n      groups: [ml]\n      shell: /bin/sh\n", "")
+    assert leaving != text, "the local inventory no longer has user bob as this test expects"
+    edited = tmp_path / "inventory.yaml"
+    edited.write_text(leaving)
+    planned = deployed_cluster.cli("plan", str(edited), "--json")
+    assert planned.returncode == 3, planned.stdout[-3000:] + planned.stderr[-2000:]
+    changes = [(change["subject"], change["impact"], change["detail"]) for change in json.loads(planned.stdout)["changes"]]
+    assert changes == [("people", "users and groups", "user bob: not in the inventory: lock (its files stay)")], changes
+
+
 def test_check_diff_on_converged_cluster_reports_no_change_and_no_secret(deployed_cluster: DeployedCluster) -> None:
     _, password = secrets_of(deployed_cluster)
     # --full --check: Ansible's own check mode over every task (plain --check prints the plan)
