@@ -252,13 +252,15 @@ def people_changes_by_host(cluster: Cluster, hosts: list[str], record: DeployedR
     document = people_document(cluster.inventory)
     checksum = people_checksum(document)
     changes = []
+    detail_since: dict[str | None, str] = {}  # hosts given the same document share one comparison
     for host in hosts:
         held, before = record.people_held(host)
         if held == checksum:
             continue
-        items = people_changes(document, before)
-        if items:
-            changes.append(Change(host, "people", Impact.PEOPLE, "; ".join(items)))
+        if held not in detail_since:
+            detail_since[held] = "; ".join(people_changes(document, before))
+        if detail_since[held]:
+            changes.append(Change(host, "people", Impact.PEOPLE, detail_since[held]))
     return changes
 
 
