@@ -1,12 +1,15 @@
-"""Verdicts from the training jobs' result files: pure functions, no Slurm, no torch.
+"""Verdicts from the training jobs' result files, and the fairshare check's from what sshare and
+sprio showed: pure functions, no Slurm, no torch.
 
-Each takes the JSON the script wrote (see training/*.py) and the bounds in force and returns a
-CheckResult with the key figure, the threshold it was held to (None where no bound applies,
-e.g. CPU runs) and a reason that says what was seen.
+Each training verdict takes the JSON the script wrote (see training/*.py) and the bounds in force
+and returns a CheckResult with the key figure, the threshold it was held to (None where no bound
+applies, e.g. CPU runs) and a reason that says what was seen.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from cluster_cli.smoke.report import CheckResult, Verdict
@@ -282,3 +285,97 @@ def judge_gpu(result: dict[str, Any], bounds: Thresholds) -> CheckResult:
         f"{worst_copy:.3g} TB/s (copy floor {copy_floor if copy_floor is not None else 'none'})"
     )
     return _bounded("gpu", worst_matmul, matmul_floor, "min matmul bf16", "TFLOP/s", seen, details=details)
+
+
+def under_served(accounts: Sequence[str], shares: Sequence[int], usage: Sequence[float]) -> str | None:
+    """Of two sibling accounts, the one whose share is larger for its usage (Fair Tree's LevelFS,
+    share / usage: an account without usage is the most under-served); None for a tie."""
+    level = [share / used if used > 0 else math.inf for share, used in zip(shares, usage, strict=True)]
+    if level[0] == level[1]:
+        return None
+    return accounts[0] if level[0] > level[1] else accounts[1]
+
+
+def _figure(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def judge_fairshare(
+    accounts: list[str],
+    shares: list[int],
+    before: list[int],
+    after: dict[str, dict[str, Any]],
+    pending: dict[str, dict[str, Any]],
+    *,
+    sensitive: bool,
+    waited_s: float,
+    period_s: int,
+    view: str,
+    priority_type: str,
+    job_ids: list[str],
+) -> CheckResult:
+    """The fairshare check's verdict. ``before``: each account's RawUsage before the check's jobs;
+    ``after``: per account {raw_usage, effective, norm_shares, level_fs (the account's row of
+    sshare; None where PrivateData hides it), fairshare (the test user's row)} after Slurm's
+    recalculation; ``pending``: per account {job, fairshare, priority, age, state} of sprio.
+    The account that used less than its share must come first in sshare (FairShare factor,
+    LevelFS where shown) and in sprio (its job's FAIRSHARE part and its priority)."""
+    usage = [after[account]["raw_usage"] for account in accounts]
+    under = under_served(accounts, shares, usage)
+    details: dict[str, Any] = {
+        "accounts": {account: {"shares": share, "raw_usage_before": old, **after[account]}
+                     for account, share, old in zip(accounts, shares, before, strict=True)},
+        "pending": pending, "under_served": under, "shares_decide": sensitive, "waited_s": round(waited_s, 1),
+        "calc_period_s": period_s, "sshare_view": view, "priority_type": priority_type,
+    }
+
+    def result(verdict: Verdict, reason: str, lead: float | None = None) -> CheckResult:
+        warnings = [] if sensitive or verdict is not Verdict.PASS else [
+            "the accounts' past usage was too far from their shares to arrange in this check: the usage "
+            "alone predicts this order too (the shares were not what decided it)"]
+        return CheckResult("fairshare", verdict, reason, lead, "sprio FAIRSHARE lead", "", job_ids=job_ids,
+                           details=details, warnings=warnings)
+
+    used = "; ".join(f"{account} (shares {share}) {old} -> {new} billing-s"
+                     for account, share, old, new in zip(accounts, shares, before, usage, strict=True))
+    if priority_type != "priority/multifactor":
+        used += f" (PriorityType={priority_type})"
+    risen = [account for account, old, new in zip(accounts, before, usage, strict=True) if new <= old]
+    if risen:
+        return result(Verdict.FAIL, f"sshare RawUsage did not rise for {', '.join(risen)} after its jobs ran: {used}")
+    if under is None:
+        return result(Verdict.FAIL, f"the recorded usage leaves the accounts tied: {used}")
+    over = accounts[1 - accounts.index(under)]
+    seen = {account: after[account] for account in accounts}
+    shown = "; ".join(
+        f"{account} EffectvUsage {_figure(seen[account]['effective'])} (NormShares "
+        f"{_figure(seen[account]['norm_shares'])}) FairShare {_figure(seen[account]['fairshare'])}"
+        for account in (under, over))
+    prefix = f"{used}: {under} is the under-served one; sshare after {waited_s:.0f} s: {shown}"
+    problems = []
+    if not _greater(seen[under]["fairshare"], seen[over]["fairshare"]):
+        problems.append(f"sshare FairShare of {under} is not above {over}'s")
+    if view == "accounts" and not _greater(seen[under]["level_fs"], seen[over]["level_fs"]):
+        problems.append(f"sshare LevelFS {_figure(seen[under]['level_fs'])} of {under} is not above "
+                        f"{_figure(seen[over]['level_fs'])} of {over}")
+    first, second = pending.get(under, {}), pending.get(over, {})
+    not_pending = [f"{account}'s job {job.get('job')} is {job.get('state')}" for account, job in pending.items()
+                   if job.get("state") != "PENDING" or "priority" not in job]
+    if not_pending:
+        sprio = next((job["sprio"] for job in pending.values() if job.get("sprio")), "")
+        problems.append("sprio has no factors for " + ", ".join(not_pending) + (f" ({sprio})" if sprio else ""))
+        return result(Verdict.FAIL, f"{prefix}; " + "; ".join(problems))
+    ranked = (f"sprio FAIRSHARE job {first['job']} ({under}) {first['fairshare']:g} vs job {second['job']} ({over}) "
+              f"{second['fairshare']:g}, priority {first['priority']:g} vs {second['priority']:g}")
+    if not first["fairshare"] > second["fairshare"]:
+        problems.append(f"{under}'s pending job has no larger FAIRSHARE part")
+    if not first["priority"] > second["priority"]:
+        problems.append(f"sprio ranks {over}'s job first")
+    lead = first["fairshare"] - second["fairshare"]
+    if problems:
+        return result(Verdict.FAIL, f"{prefix}; {ranked}: " + "; ".join(problems), lead)
+    return result(Verdict.PASS, f"{prefix}; {ranked}: {under}'s job ranks first", lead)
+
+
+def _greater(first: Any, second: Any) -> bool:
+    return first is not None and second is not None and first > second

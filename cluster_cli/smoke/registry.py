@@ -1,7 +1,7 @@
 """The checks, in the order they run: quick cluster checks first, then the training jobs.
 
 Each check has a scope: "partition" checks (launch, arrays, dependencies, salloc, pty,
-KillOnBadExit, a QoS's per-user GPU limit) run once per partition over its nodes; "group" checks (GPU binding, accounting,
+KillOnBadExit, a QoS's per-user GPU limit, fair share) run once per partition over its nodes; "group" checks (GPU binding, accounting,
 node fill, the training jobs, the all-nodes sweep) run once per node group in each partition,
 pinned to that group's nodes, with its GPU count, type and thresholds. A target of scope "whole"
 (one plain SmokeTarget) runs every check.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cluster_cli.smoke import checks_accounting, checks_cluster, checks_nodes, checks_training
+from cluster_cli.smoke import checks_accounting, checks_cluster, checks_fairshare, checks_nodes, checks_training
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.suite_errors import UnknownCheckError
 from cluster_cli.smoke.report import CheckResult
@@ -57,6 +57,10 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "qos-limit", "a QoS's per-user GPU limit holds the job over it", checks_accounting.check_qos_limit,
+    ),
+    Check(
+        "fairshare", "the under-served of two accounts (shares 3:1) ranks first in sshare and sprio",
+        checks_fairshare.check_fairshare,
     ),
     Check(
         "node-fill", "one node full of 1-GPU (or 1-CPU) jobs, all running at once",

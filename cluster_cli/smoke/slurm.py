@@ -146,9 +146,15 @@ class UserProcesses:
         timeout: float,
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
+        as_caller: bool = False,
     ) -> Completed:
-        """Run to completion; on timeout interrupt (srun cancels its step on SIGINT) then kill."""
+        """Run to completion; on timeout interrupt (srun cancels its step on SIGINT) then kill.
+        ``as_caller``: as the suite's own user (root), for a read-only query whose answer
+        PrivateData hides from the test user (the accounts' rows of sshare)."""
         kwargs = self.popen_kwargs()
+        if as_caller:
+            for key in ("user", "group", "extra_groups"):
+                kwargs.pop(key, None)
         if env:
             kwargs["env"] = {**self.env, **env}
         start = time.monotonic()

@@ -93,6 +93,11 @@ class SmokeTarget:
     """qos-limit check: {"qos", "account", "gpus", "deny"}: a QoS whose MaxTRESPerUser caps each
     user at "gpus" GPUs, usable by ``user`` in "account" ("deny": its DenyOnLimit flag, which
     refuses the job at submission instead of holding it); None: the check skips."""
+    fairshare: dict[str, Any] | None = None
+    """fairshare check: {"accounts": [high, low], "shares": [s_high, s_low], "qos", "gpu_caps",
+    "neutral"}: two sibling accounts ``user`` may charge whose fair-share shares differ (the larger
+    first), a QoS usable in both, each one's GrpTRES gres/gpu cap (None: none) and another account
+    of ``user`` for the job that holds a node (None: none); None: the check skips."""
     preemption: dict[str, str] | None = None
     """Preempt check: {"qos", "by", "account"}: the job runs in QoS "qos" and Slurm preempts it
     (REQUEUE) for a job of QoS "by", both usable by ``user`` in "account"; None: the check sends

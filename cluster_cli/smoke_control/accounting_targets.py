@@ -1,6 +1,7 @@
 """What the smoke suite's accounting checks use, from the inventory's accounts and QoS: a QoS
 with a per-user GPU limit (the qos-limit check) and a QoS that another may preempt (the preempt
-check's trigger), each with an account of the test user whose association may use it."""
+check's trigger), each with an account of the test user whose association may use it; and two
+sibling accounts of the test user with different fair-share shares (the fairshare check)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,41 @@ def _fits(limits: QosLimits | AssociationLimits | None, gpus: int) -> bool:
     if isinstance(limits, QosLimits):
         caps.append(limits.max_tres_per_user.get(GPU_TRES))
     return all(cap is None or cap >= gpus for cap in caps)
+
+
+def fairshare(cluster: Cluster) -> dict[str, Any] | None:
+    """{"accounts": [high, low], "shares": [s_high, s_low], "qos", "gpu_caps", "neutral"}: the
+    first two sibling accounts the test user may charge whose fair-share ``shares`` differ (the
+    larger first), a QoS usable in both (``normal`` where it can), each one's GPU cap (``GrpTRES
+    gres/gpu`` of it or an account above it; None: none), so that the fairshare check knows how
+    many one-node jobs it may run there at once, and another account of the user (None: none),
+    which its job that holds a node is charged to; None when there are no such two accounts."""
+    usable = usable_qos(cluster)
+    accounts = {account.name: account for account in cluster.inventory.accounting.accounts}
+    charged = [name for name in usable if name in accounts]
+    for first_index, first in enumerate(charged):
+        for second in charged[first_index + 1:]:
+            one, other = accounts[first], accounts[second]
+            common = usable[first] & usable[second]
+            if one.parent != other.parent or one.shares == other.shares or not common:
+                continue
+            high, low = (one, other) if one.shares > other.shares else (other, one)
+            neutral = next((name for name in usable if name not in (first, second)), None)
+            return {"accounts": [high.name, low.name], "shares": [high.shares, low.shares],
+                    "qos": "normal" if "normal" in common else min(common),
+                    "gpu_caps": [_gpu_cap(high.name, accounts), _gpu_cap(low.name, accounts)],
+                    "neutral": neutral}
+    return None
+
+
+def _gpu_cap(name: str, accounts: dict[str, SlurmAccount]) -> int | None:
+    """The smallest GrpTRES gres/gpu of the account and those above it; None where none sets one."""
+    caps: list[int] = []
+    seen: set[str] = set()
+    while name in accounts and name not in seen:
+        seen.add(name)
+        cap = accounts[name].limits.grp_tres.get(GPU_TRES)
+        if cap is not None:
+            caps.append(int(cap))
+        name = accounts[name].parent
+    return min(caps) if caps else None

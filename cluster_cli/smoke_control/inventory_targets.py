@@ -48,6 +48,7 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
         fake_gpus=fake,
         accounting_enabled=cluster.inventory.accounting.enabled,
         qos_limit=accounting_targets.qos_limit(cluster),
+        fairshare=accounting_targets.fairshare(cluster),
         user=training.test_user,
         user_uid=training.test_user_uid,
         user_gid=training.test_user_gid,

@@ -110,6 +110,7 @@ def test_check_names_are_unique_and_cover_the_issue():
         "pty",
         "kill-on-bad-exit",
         "qos-limit",
+        "fairshare",
         "sacct",
         "node-fill",
         "all-nodes",

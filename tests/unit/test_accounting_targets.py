@@ -67,3 +67,27 @@ def test_without_accounting_neither_check_has_a_qos() -> None:
     cluster = load(text)
     assert accounting_targets.usable_qos(cluster) == {}
     assert accounting_targets.qos_limit(cluster) is None and accounting_targets.preemption(cluster, 0) is None
+
+
+def test_the_local_teams_are_the_fairshare_checks_pair() -> None:
+    assert accounting_targets.fairshare(LOCAL) == {"accounts": ["team-a", "team-b"], "shares": [3, 1], "qos": "normal",
+                                                   "gpu_caps": [None, 2], "neutral": "default"}
+    partition, group = smoke_plan(LOCAL)
+    assert partition.fairshare == group.fairshare == accounting_targets.fairshare(LOCAL)
+
+
+def test_equal_shares_give_the_fairshare_check_no_pair() -> None:
+    cluster = load(edit(LOCAL_TEXT, "      shares: 3\n", "      shares: 1\n"))
+    assert accounting_targets.fairshare(cluster) is None
+
+
+def test_the_larger_share_comes_first_and_the_pair_are_siblings() -> None:
+    swapped = load(edit(LOCAL_TEXT, "      shares: 1\n", "      shares: 5\n"))
+    assert accounting_targets.fairshare(swapped)["accounts"] == ["team-b", "team-a"]
+    apart = load(edit(LOCAL_TEXT, "    - name: team-b\n      parent: research\n", "    - name: team-b\n"))
+    assert accounting_targets.fairshare(apart) is None
+
+
+def test_an_account_the_user_may_not_charge_is_no_part_of_the_pair() -> None:
+    cluster = load(edit(LOCAL_TEXT, "      accounts: [team-a, team-b]\n", "      accounts: [team-a]\n"))
+    assert accounting_targets.fairshare(cluster) is None
