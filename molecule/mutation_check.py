@@ -20,6 +20,7 @@ docs/testbed.md under "Mutation check". Exit 1 when a mutant survives or a contr
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -56,6 +58,11 @@ T_DIRS = "test_20_security.py::test_state_spool_and_log_directories_have_safe_ow
 T_NO_SECRET = "test_20_security.py::test_check_diff_and_the_deploy_logs_hold_no_secret"
 T_OTHER_SECRETS = "test_20_security.py::test_a_deploy_with_other_secrets_is_refused_naming_every_host"
 T_NO_JOB_SSH = "test_25_isolation.py::test_a_user_without_a_job_on_the_node_is_refused_ssh"
+# The smoke suite's checks as catchers (Session.run_tests runs them with `cluster-cli smoke --only`).
+SMOKE = "smoke::"
+S_FAIRSHARE = f"{SMOKE}fairshare"
+S_PREEMPT = f"{SMOKE}preempt"
+S_QOS_LIMIT = f"{SMOKE}qos-limit"
 T_OWN_JOBS = "test_25_isolation.py::test_a_user_sees_only_their_own_jobs"
 T_NO_ASSOCIATION = "test_25_isolation.py::test_a_job_from_a_user_without_an_association_is_rejected"
 T_DB_LOCAL = "test_25_isolation.py::test_the_accounting_database_listens_on_its_own_host_only"
@@ -69,12 +76,14 @@ class Mutation:
     removes: str
     tests: tuple[str, ...]
     slurm_conf: dict[str, int | str | None] = field(default_factory=dict)  # None deletes a default key
+    inventory: dict[str, Any] = field(default_factory=dict)  # merged into the inventory's mappings
     patch: tuple[str, str, str] | None = None  # (path in the tree, text, replacement)
     cleanup: str | None = None  # run on every host before the restoring deploy: what that deploy does not undo
 
     def apply(self, tree: Path, inventory: Path, mutated_inventory: Path) -> None:
         data = yaml.safe_load(inventory.read_text())
         data.setdefault("slurm", {}).setdefault("conf", {}).update(self.slurm_conf)
+        merge(data, self.inventory)
         mutated_inventory.write_text(yaml.safe_dump(data, sort_keys=False))
         if self.patch is not None:
             path, text, replacement = self.patch
@@ -84,6 +93,15 @@ class Mutation:
                 raise RuntimeError(f"mutation {self.name}: {path} holds {current.count(text)} copies of {text!r}, "
                                    "not 1: update the mutation to the current file")
             target.write_text(current.replace(text, replacement))
+
+
+def merge(data: dict[str, Any], changes: dict[str, Any]) -> None:
+    """``changes`` into ``data``: mappings merged key by key, anything else replaced."""
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            merge(data[key], value)
+        else:
+            data[key] = value
 
 
 MUTATIONS = [
@@ -130,6 +148,15 @@ MUTATIONS = [
              (T_OWN_JOBS,), slurm_conf={"PrivateData": None}),
     Mutation("no-enforce", "AccountingStorageEnforce deleted: a user without an association may submit",
              (T_NO_ASSOCIATION,), slurm_conf={"AccountingStorageEnforce": None}),
+    # Teams (the bed with CLUSTER_TB_TEAMS=1): the smoke suite's own checks, run with the
+    # scenario's inventory (what the site asked for) against the mutant.
+    Mutation("no-fair-share", "PriorityType=priority/basic: jobs start first come, first served, whatever each account used",
+             (S_FAIRSHARE,), inventory={"priority": {"type": "basic"}}),
+    Mutation("no-preemption", "PreemptType=preempt/none: a high-QoS job waits for a low-QoS job's GPUs",
+             (S_PREEMPT,), inventory={"priority": {"preemption": {"enabled": False}}}),
+    Mutation("qos-limit-dropped", "the accounts module applies a QoS without its MaxTRESPerUser",
+             (S_QOS_LIMIT,),
+             patch=("cluster_cli/slurm_accounting.py", '"MaxTRESPU": dict(limits.max_tres_per_user),', '"MaxTRESPU": {},')),
     Mutation("mariadb-any-address", "MariaDB listens on every address of the database host",
              (T_DB_LOCAL,),
              patch=("roles/slurmdbd/templates/90-slurmdbd.cnf.j2", "bind-address = 127.0.0.1", "bind-address = 0.0.0.0")),
@@ -162,7 +189,9 @@ class Session:
         self.build_dir = self.ephemeral / "build"
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                     "MOLECULE_EPHEMERAL_DIRECTORY": str(self.ephemeral),
-                    "CLUSTER_TB_REPORT_DIR": str(work / "reports"), "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0"}
+                    "CLUSTER_TB_REPORT_DIR": str(work / "reports"), "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0",
+                    # the bed with teams: the catchers of the accounting mutations need them
+                    "CLUSTER_TB_TEAMS": "1"}
         self.log = work / "mutation.log"
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None,
@@ -186,7 +215,25 @@ class Session:
         return self._run(argv, tree).returncode == 0
 
     def run_tests(self, tree: Path, inventory: Path, build_dir: Path, tests: list[str], label: str) -> dict[str, str]:
-        """{test: passed|failed|skipped} from pytest's JUnit report, run in ``tree``."""
+        """{test: passed|failed|skipped} from pytest's JUnit report, run in ``tree``; the smoke
+        checks among them from the smoke suite's report."""
+        checks = [test[len(SMOKE):] for test in tests if test.startswith(SMOKE)]
+        pytests = [test for test in tests if not test.startswith(SMOKE)]
+        outcomes = self.run_smoke(checks, label) if checks else {}
+        return outcomes | (self.run_pytest(tree, inventory, build_dir, pytests, label) if pytests else {})
+
+    def run_smoke(self, checks: list[str], label: str) -> dict[str, str]:
+        """The smoke suite's ``checks`` with this tree and the scenario's own inventory: its targets
+        are what the site asked for, whatever the mutant deployed."""
+        report = self.work / f"{label}-smoke.json"
+        self._run([sys.executable, "-m", "cluster_cli", "smoke", str(self.inventory), "--only", ",".join(checks),
+                   "--json", str(report)], REPO)
+        verdicts = {check["name"]: check["verdict"] for check in
+                    (json.loads(report.read_text())["checks"] if report.exists() else [])}
+        named = {"pass": "passed", "fail": "failed", "skip": "skipped"}
+        return {f"{SMOKE}{check}": named.get(verdicts.get(check, ""), "missing") for check in checks}
+
+    def run_pytest(self, tree: Path, inventory: Path, build_dir: Path, tests: list[str], label: str) -> dict[str, str]:
         report = self.work / f"{label}.xml"
         env = {**self.env, "CLUSTER_TB_NAME": self.bed_name, "CLUSTER_TB_INVENTORY": str(inventory),
                "CLUSTER_TB_BUILD_DIR": str(build_dir)}
@@ -236,7 +283,7 @@ def check(session: Session, mutations: list[Mutation]) -> tuple[dict[str, str], 
     cluster = load_cluster(session.inventory)
     tests = list(dict.fromkeys(test for mutation in mutations for test in mutation.tests))
     before = session.run_tests(REPO, session.inventory, session.build_dir, tests, "control-before")
-    print("control:", ", ".join(f"{test.split('::')[1]} {outcome}" for test, outcome in before.items()), flush=True)
+    print("control:", ", ".join(f"{shown(test)} {outcome}" for test, outcome in before.items()), flush=True)
     results = []
     for mutation in mutations:
         start, since = time.monotonic(), time.time()
@@ -254,6 +301,11 @@ def check(session: Session, mutations: list[Mutation]) -> tuple[dict[str, str], 
               f"({'deploy refused' if not deployed else outcomes}) {result.seconds:.0f} s", flush=True)
     after = session.run_tests(REPO, session.inventory, session.build_dir, tests, "control-after")
     return before, results, after
+
+
+def shown(test: str) -> str:
+    """A test as the report names it: the pytest function, or the smoke check."""
+    return f"smoke {test[len(SMOKE):]}" if test.startswith(SMOKE) else test.split("::")[1]
 
 
 def copy_tree(source: Path, target: Path) -> None:
@@ -283,7 +335,7 @@ def report(scenario: str, before: dict[str, str], results: list[Result], after: 
             rows.setdefault(found["removes"], []).append(line)
     for result in results:
         rows[result.mutation.removes] = [
-            f"| {result.mutation.removes} | `{test.split('::')[1]}` | {before.get(test)} | "
+            f"| {result.mutation.removes} | `{shown(test)}` | {before.get(test)} | "
             f"{'deploy refused' if not result.deployed else result.outcomes.get(test, 'missing')} | {run} |"
             for test in result.mutation.tests]
     table = [line for mutation in MUTATIONS for line in rows.get(mutation.removes, [])]

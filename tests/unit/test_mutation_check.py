@@ -12,6 +12,8 @@ from types import ModuleType
 import pytest
 import yaml
 
+from cluster_cli.smoke.registry import CHECK_NAMES
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -40,7 +42,9 @@ def test_mutation_applies_to_the_current_tree(mutation, tmp_path: Path) -> None:
     mutation.apply(tree, inventory, tmp_path / "mutated.yaml")
     mutated = yaml.safe_load((tmp_path / "mutated.yaml").read_text())
     assert mutated["slurm"]["conf"] == {"SlurmdTimeout": 20, **mutation.slurm_conf}
-    assert mutation.patch is not None or mutation.slurm_conf, f"{mutation.name} changes nothing"
+    assert mutation.patch is not None or mutation.slurm_conf or mutation.inventory, f"{mutation.name} changes nothing"
+    for key, value in mutation.inventory.items():
+        assert mutated[key] == value
     if mutation.patch is not None:
         changed = (tree / mutation.patch[0]).read_text()
         assert changed != (REPO / mutation.patch[0]).read_text()
@@ -52,10 +56,24 @@ def test_mutation_applies_to_the_current_tree(mutation, tmp_path: Path) -> None:
 @pytest.mark.parametrize("mutation", MUTATION_CHECK.MUTATIONS, ids=lambda mutation: mutation.name)
 def test_mutation_names_tests_that_exist(mutation) -> None:
     assert mutation.tests
+    checks = set(CHECK_NAMES)
     for test in mutation.tests:
+        if test.startswith(MUTATION_CHECK.SMOKE):
+            assert test[len(MUTATION_CHECK.SMOKE):] in checks, f"{mutation.name}: no smoke check {test}"
+            continue
         file, name = test.split("::")
         source = (REPO / "molecule" / "tests" / file).read_text()
         assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"{mutation.name}: no {test}"
+
+
+def test_an_inventory_mutation_merges_into_the_mappings_and_keeps_the_rest(tmp_path: Path) -> None:
+    inventory = tmp_path / "cluster.yaml"
+    inventory.write_text(INVENTORY + "priority:\n  type: multifactor\n  preemption: {enabled: true, mode: requeue}\n")
+    mutation = MUTATION_CHECK.Mutation("m", "preemption off", ("test_x.py::test_x",),
+                                       inventory={"priority": {"preemption": {"enabled": False}}})
+    mutation.apply(tmp_path / "tree", inventory, tmp_path / "mutated.yaml")
+    assert yaml.safe_load((tmp_path / "mutated.yaml").read_text())["priority"] == {
+        "type": "multifactor", "preemption": {"enabled": False, "mode": "requeue"}}
 
 
 def test_a_mutation_that_no_longer_matches_is_refused(tmp_path: Path) -> None:
