@@ -169,7 +169,7 @@ class _Run:
             if which is None:
                 break
             parallel = self.parallel(which)
-            seconds = math.ceil(units / (rate * parallel)) + 1
+            seconds = max(1, round(units / (rate * parallel)))
             if seconds > TOPUP_MAX_S:
                 sensitive = False
                 break
