@@ -20,6 +20,7 @@ from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ExitCode
 from cluster_cli.host_files import files_by_host
 from cluster_cli.loader import load_cluster
+from cluster_cli.people_accounts import document_checksum, people_document
 from cluster_cli.plan import Impact, make_plan, masked
 from cluster_cli.probe import HostProbe
 from cluster_cli.render import render_configs
@@ -55,9 +56,17 @@ def _converged_probe(cluster, rendered) -> HostProbe:
     return HostProbe("localhost", answers, daemons, packages, controller)
 
 
+def _people_given(record: DeployedRecord, cluster) -> DeployedRecord:
+    """``record`` as a deploy of ``cluster`` leaves it: the host was given the inventory's people."""
+    document = people_document(cluster.inventory)
+    record.remember_people(document, document_checksum(document), ["localhost"])
+    return record
+
+
 def _plan(cluster, rendered, probe, record=None):
     files = files_by_host(cluster, rendered, MUNGE_KEY)
-    return make_plan(cluster, files, rendered, {"localhost": probe}, record or DeployedRecord())
+    return make_plan(cluster, files, rendered, {"localhost": probe},
+                     _people_given(record or DeployedRecord(), cluster))
 
 
 def _host_holds(probe: HostProbe, path: str, text: str) -> None:
@@ -69,6 +78,10 @@ def test_a_converged_cluster_has_no_change_and_exit_0(tmp_path: Path) -> None:
     rendered = _rendered(cluster)
     plan = _plan(cluster, rendered, _converged_probe(cluster, rendered))
     assert plan.changes == [] and plan.exit_code is ExitCode.OK
+    # a host the record does not say was given the people: they are made there
+    files = files_by_host(cluster, rendered, MUNGE_KEY)
+    unknown = make_plan(cluster, files, rendered, {"localhost": _converged_probe(cluster, rendered)}, DeployedRecord())
+    assert [(change.subject, change.impact) for change in unknown.changes] == [("people", Impact.PEOPLE)]
 
 
 def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path) -> None:
