@@ -35,6 +35,8 @@ TOPUP_MAX_S = 30
 """Longest top-up the check runs to arrange the usage (see the module's docstring)."""
 RECALC_SLACK_S = 15.0
 """Beyond one PriorityCalcPeriod, how long the check waits for the recalculation."""
+# The priority plugin that computes fair-share factors (slurm.conf PriorityType).
+MULTIFACTOR = "priority/multifactor"
 SSHARE_FIELDS = "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare,LevelFS"
 SPRIO_FORMAT = "%i|%a|%F|%Y"
 
@@ -123,9 +125,15 @@ def check_fairshare(ctx: CheckContext) -> CheckResult:
     spec, target = ctx.target.fairshare, ctx.target
     if not spec:
         return CheckResult(NAME, Verdict.SKIP, "the inventory has no two sibling accounts with different fair-share "
-                           "shares that the test user may charge")
+                           "shares that the test user may charge (or its priority.type is basic)")
     if not target.accounting_enabled:
         return CheckResult(NAME, Verdict.SKIP, "accounting is off: Slurm records no usage to share fairly")
+    running = ctx.config.get("PriorityType", "").strip()
+    if running != MULTIFACTOR:
+        (high, low), (s_high, s_low) = spec["accounts"], spec["shares"]
+        return CheckResult(NAME, Verdict.FAIL, f"PriorityType is {running or 'not set'}: jobs are not ordered by fair "
+                           f"share, though the inventory gives {high} and {low} shares {s_high}:{s_low} "
+                           f"(priority.type: multifactor)")
     period = calc_period_s(ctx.config)
     needed = 2 * TOPUP_MAX_S + period + RECALC_SLACK_S
     if needed > ctx.remaining():

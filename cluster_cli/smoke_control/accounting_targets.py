@@ -91,7 +91,10 @@ def fairshare(cluster: Cluster) -> dict[str, Any] | None:
     larger first), a QoS usable in both (``normal`` where it can), each one's GPU cap (``GrpTRES
     gres/gpu`` of it or an account above it; None: none), so that the fairshare check knows how
     many one-node jobs it may run there at once, and another account of the user (None: none),
-    which its job that holds a node is charged to; None when there are no such two accounts."""
+    which its job that holds a node is charged to; None when there are no such two accounts, or
+    when the inventory asks for no fair share (priority.type basic)."""
+    if cluster.inventory.priority.type != "multifactor":
+        return None
     usable = usable_qos(cluster)
     accounts = {account.name: account for account in cluster.inventory.accounting.accounts}
     charged = [name for name in usable if name in accounts]

@@ -165,7 +165,8 @@ SPEC = {"accounts": ACCOUNTS, "shares": SHARES, "qos": "normal", "gpu_caps": [No
 
 def context(tmp_path: Path, config: dict[str, str] | None = None, **fields) -> CheckContext:
     target = SmokeTarget(nodes=["node1"], work_dir=tmp_path, **{"accounting_enabled": True, "fairshare": SPEC, **fields})
-    return CheckContext(target, None, "1", None, tmp_path, config or {"PriorityCalcPeriod": "00:01:00"},  # type: ignore[arg-type]
+    shown = config or {"PriorityCalcPeriod": "00:01:00", "PriorityType": "priority/multifactor"}
+    return CheckContext(target, None, "1", None, tmp_path, shown,  # type: ignore[arg-type]
                         deadline=time.monotonic() + 180)
 
 
@@ -174,9 +175,18 @@ def context(tmp_path: Path, config: dict[str, str] | None = None, **fields) -> C
     [
         ({"fairshare": None}, None, "no two sibling accounts with different fair-share shares"),
         ({"accounting_enabled": False}, None, "accounting is off"),
-        ({}, {"PriorityCalcPeriod": "01:00:00"}, "recalculates the fair-share factors every 3600 s"),
+        ({}, {"PriorityCalcPeriod": "01:00:00", "PriorityType": "priority/multifactor"},
+         "recalculates the fair-share factors every 3600 s"),
     ],
 )
 def test_skips_before_any_job(tmp_path, fields, config, phrase):
     result = fs.check_fairshare(context(tmp_path, config, **fields))
     assert result.verdict is Verdict.SKIP and phrase in result.reason
+
+
+def test_a_cluster_without_fair_share_fails_when_the_inventory_asks_for_it(tmp_path):
+    # what molecule/mutation_check.py's no-fair-share mutant deploys: the inventory's shares, Slurm's basic priority
+    result = fs.check_fairshare(context(tmp_path, {"PriorityCalcPeriod": "00:05:00", "PriorityType": "priority/basic"}))
+    assert result.verdict is Verdict.FAIL
+    assert result.reason == ("PriorityType is priority/basic: jobs are not ordered by fair share, though the inventory "
+                             f"gives {ACCOUNTS[0]} and {ACCOUNTS[1]} shares {SHARES[0]}:{SHARES[1]} (priority.type: multifactor)")

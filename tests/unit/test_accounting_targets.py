@@ -81,6 +81,10 @@ def test_equal_shares_give_the_fairshare_check_no_pair() -> None:
     assert accounting_targets.fairshare(cluster) is None
 
 
+def test_an_inventory_without_fair_share_gives_the_fairshare_check_no_pair() -> None:
+    assert accounting_targets.fairshare(load(LOCAL_TEXT + "priority:\n  type: basic\n")) is None
+
+
 def test_the_larger_share_comes_first_and_the_pair_are_siblings() -> None:
     swapped = load(edit(LOCAL_TEXT, "      shares: 1\n", "      shares: 5\n"))
     assert accounting_targets.fairshare(swapped)["accounts"] == ["team-b", "team-a"]
