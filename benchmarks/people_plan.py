@@ -78,9 +78,10 @@ def measure(users: int, groups: int, hosts: int) -> list[tuple[str, float, str]]
     record.remember_people(fewer, document_checksum(fewer), names)
     again_s, again = median_s(lambda: people_changes_by_host(cluster, names, record))
     empty_host = {"users": {"root": {"uid": 0, "gid": 0, "home": "/root", "shell": "/bin/bash"}},
-                  "groups": {"root": {"gid": 0, "members": set()}}, "expiry": {}}
+                  "groups": {"root": {"gid": 0, "members": set()}}, "expiry": {},
+                  "local_users": {"root"}, "local_groups": {"root"}}
     params = {**document, "host": "c1", "root": "/"}
-    module_s, steps = median_s(lambda: (MODULE.check(params, empty_host), MODULE.commands(params, empty_host, []))[1])
+    module_s, steps = median_s(lambda: (MODULE.check(params, empty_host), MODULE.commands(params, empty_host, {}))[1])
     return [
         ("load and validate the inventory", load_s, f"{users} users in {groups} groups"),
         ("the people document", document_s, f"{len(document['groups'])} groups, {len(document['users'])} users"),

@@ -687,8 +687,22 @@ def _check_ssh_key(value: str) -> str:
 
 
 SshPublicKey = Annotated[str, AfterValidator(_check_ssh_key)]
-# Below 1000: Debian's system accounts; 65534: nobody; from 2**31 - 1: what some tools read as -1.
-PersonId = Annotated[int, Field(ge=1000, le=2**31 - 2)]
+def _check_person_id(value: int) -> int:
+    if value in (65534, 65535):
+        raise ValueError(f"{value} is nobody's/nogroup's id (65534) or the 16-bit -1 (65535) on every host")
+    return value
+
+
+def _check_passwd_field(value: str) -> str:
+    """A home or shell: /etc/passwd separates its fields with `:` and its lines with a newline."""
+    if ":" in value or not value.isprintable():
+        raise ValueError(f"{value!r}: /etc/passwd cannot hold a ':' or a control character")
+    return value
+
+
+# Below 1000: Debian's system accounts; 65534/65535: nobody and the 16-bit -1; from 2**31 - 1: what some tools read as -1.
+PersonId = Annotated[int, Field(ge=1000, le=2**31 - 2), AfterValidator(_check_person_id)]
+PasswdPath = Annotated[AbsolutePath, AfterValidator(_check_passwd_field)]
 
 
 class PersonGroup(StrictModel):
@@ -714,8 +728,10 @@ class Person(StrictModel):
         default_factory=new_list,
         description="Supplementary groups, each one of `people.groups` (membership of those is kept to this list).",
     )
-    shell: AbsolutePath = Field("/bin/bash", description="Login shell.")
-    home: AbsolutePath | None = Field(None, description="Home directory, made where missing; default /home/NAME.")
+    shell: PasswdPath = Field("/bin/bash", description="Login shell.")
+    home: PasswdPath | None = Field(
+        None, description="Home directory, made with the user; default /home/NAME. A later change is not applied."
+    )
     ssh_keys: list[SshPublicKey] = Field(
         default_factory=new_list,
         description="SSH public keys, kept in a block of its ~/.ssh/authorized_keys (its own lines there stay).",
@@ -724,8 +740,8 @@ class Person(StrictModel):
         "present",
         description=(
             "`locked`: the account expires (`usermod --expiredate 1`: no login by password or SSH key) and keeps "
-            "its files and its Slurm association; `absent`: deleted (userdel). A user taken out of the inventory "
-            "is locked, never deleted."
+            "its files and its Slurm association; `absent`: deleted (userdel) where the deploy made it. A user "
+            "taken out of the inventory is locked, never deleted."
         ),
     )
     remove_home: bool = Field(False, description="With `state: absent`: delete its home directory and mail spool too.")

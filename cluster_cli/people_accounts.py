@@ -21,11 +21,12 @@ def people_document(inventory: Inventory) -> dict[str, Any]:
     """{"groups": [{name, gid}], "users": [{name, uid, group, groups, shell, home, ssh_keys, state, remove_home}]}."""
     people = inventory.people
     group_names = {group.gid: group.name for group in people.groups}
+    names = set(group_names.values())
     groups = [{"name": group.name, "gid": group.gid} for group in people.groups]
     users = []
     for person in people.users:
         group, gid = primary_group(person, group_names)
-        if gid not in group_names and person.state != "absent":
+        if group == person.name and group not in names and person.state != "absent":
             groups.append({"name": group, "gid": gid})
         users.append({
             "name": person.name, "uid": person.uid, "group": group, "groups": sorted(person.groups),
@@ -45,15 +46,21 @@ def people_changes(document: dict[str, Any], before: dict[str, Any] | None) -> l
     known = before or {"groups": [], "users": []}
     had_groups = {group["name"]: group["gid"] for group in known["groups"]}
     had_users = {user["name"]: user for user in known["users"]}
-    items = [f"group {group['name']}: make (GID {group['gid']})" for group in document["groups"]
+    items = [_group_change(group, had_groups.get(group["name"])) for group in document["groups"]
              if had_groups.get(group["name"]) != group["gid"]]
     wanted = set()
     for user in document["users"]:
         wanted.add(user["name"])
         items += _user_change(user, had_users.get(user["name"]))
     items += [f"user {name}: not in the inventory: lock (its files stay)" for name, user in had_users.items()
-              if name not in wanted and user["state"] != "absent"]
+              if name not in wanted and user["state"] == "present"]
     return items
+
+
+def _group_change(group: dict[str, Any], had: int | None) -> str:
+    if had is None:
+        return f"group {group['name']}: make (GID {group['gid']})"
+    return f"group {group['name']}: GID {had} -> {group['gid']}: refused by the deploy (a group is never renumbered)"
 
 
 def _user_change(user: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
@@ -70,7 +77,9 @@ def _user_change(user: dict[str, Any], before: dict[str, Any] | None) -> list[st
         return [f"user {name}: UID {before['uid']} -> {user['uid']}, group {before['group']} -> {user['group']}: "
                 "refused by the deploy (an account is never renumbered)"]
     differences = [f"{field} {_shown(before[field])} -> {_shown(user[field])}"
-                   for field in ("state", "groups", "shell", "home") if before[field] != user[field]]
+                   for field in ("state", "groups", "shell") if before[field] != user[field]]
+    if before["home"] != user["home"]:
+        differences.append(f"home {before['home']} -> {user['home']}: not moved by the deploy (its files stay where they are)")
     if before["ssh_keys"] != user["ssh_keys"]:
         differences.append(f"ssh keys {len(before['ssh_keys'])} -> {len(user['ssh_keys'])}")
     return [f"user {name}: " + ", ".join(differences)] if differences else []

@@ -11,15 +11,25 @@ from cluster_cli.errors import Location
 from cluster_cli.model import Inventory, Person
 from cluster_cli.resolve.problems import Problems
 
-# Accounts every Debian host has, or that cluster-cli makes itself (the daemons' are added per inventory).
-RESERVED_NAMES = frozenset({"root", "daemon", "bin", "sys", "nobody", "nogroup", "users", "sudo", "adm", "munge"})
+# Accounts and groups a Debian host has (base-passwd, and the packages a cluster host runs), or that
+# cluster-cli makes itself (the daemons' are added per inventory); names starting with `_` or
+# `systemd-` are the packages' too.
+RESERVED_NAMES = frozenset({
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "gnats", "nobody", "nogroup", "users", "sudo", "adm", "tty", "disk", "kmem", "dialout",
+    "fax", "voice", "cdrom", "floppy", "tape", "audio", "dip", "video", "plugdev", "render", "staff", "shadow", "kvm",
+    "input", "sgx", "utmp", "operator", "src", "netdev", "crontab", "messagebus", "sshd", "mysql", "ntp", "postfix",
+    "munge",
+})
+RESERVED_PREFIXES = ("_", "systemd-")
 
 
 def primary_group(person: Person, group_names: dict[int, str]) -> tuple[str, int]:
-    """The user's primary group, (name, gid): a group of `people.groups` with its gid, otherwise a
-    group of the user's own name (made with it), with `gid` or the uid."""
-    gid = person.uid if person.gid is None else person.gid
-    return group_names.get(gid, person.name), gid
+    """The user's primary group, (name, gid): the group of `people.groups` whose gid `gid` names,
+    otherwise a group of the user's own name (made with it), with `gid` or, by default, the uid."""
+    if person.gid is None:
+        return person.name, person.uid
+    return group_names.get(person.gid, person.name), person.gid
 
 
 def check_people(inventory: Inventory, problems: Problems) -> None:
@@ -45,7 +55,7 @@ def check_people(inventory: Inventory, problems: Problems) -> None:
         users_by_name.setdefault(person.name, index)
         _check_id(problems, at + ("uid",), person.uid, "UID", taken_uids, f"user {person.name}'s")
         name, gid = primary_group(person, group_names)
-        if gid not in group_names:  # a group of its own name, made with the user
+        if person.gid is None or person.gid not in group_names:  # a group of its own name, made with the user
             if name in groups_by_name:
                 problems.add(at + ("gid",), f"its own group {name!r} would have GID {gid}, but people.groups "
                                             f"gives {name!r} GID {groups_by_name[name]}: set gid: {groups_by_name[name]}")
@@ -73,7 +83,7 @@ def _check_name(problems: Problems, at: Location, name: str, kind: str, seen: di
                 reserved: frozenset[str]) -> None:
     if name in seen:
         problems.add(at + ("name",), f"{kind} {name!r} is defined twice")
-    elif name in reserved:
+    elif name in reserved or name.startswith(RESERVED_PREFIXES):
         problems.add(at + ("name",), f"{name!r} is a system or daemon account's name on every host")
 
 

@@ -74,6 +74,7 @@ import grp
 import json
 import os
 import pwd
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -97,28 +98,49 @@ def _file_entries(path: str) -> list[list[str]]:
 
 
 def read_host(root: str) -> dict:
-    """users {name: {uid, gid, home, shell}}, groups {name: {gid, members}}, expiry {name: shadow field 8}:
-    through NSS on the host itself, from the files under a test root."""
+    """users {name: {uid, gid, home, shell}}, groups {name: {gid, members}}, expiry {name: shadow field 8},
+    and the names /etc/passwd and /etc/group hold (``local_users``, ``local_groups``): through NSS on
+    the host itself (a directory service's accounts included), from the files under a test root."""
     etc = os.path.join(root, "etc")
+    passwd = [fields for fields in _file_entries(os.path.join(etc, "passwd")) if len(fields) >= 7]
+    group = [fields for fields in _file_entries(os.path.join(etc, "group")) if len(fields) >= 4]
     if root in ("", "/"):
         users = {entry.pw_name: {"uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir, "shell": entry.pw_shell}
                  for entry in pwd.getpwall()}
         groups = {entry.gr_name: {"gid": entry.gr_gid, "members": set(entry.gr_mem)} for entry in grp.getgrall()}
     else:
         users = {fields[0]: {"uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5], "shell": fields[6]}
-                 for fields in _file_entries(os.path.join(etc, "passwd")) if len(fields) >= 7}
+                 for fields in passwd}
         groups = {fields[0]: {"gid": int(fields[2]), "members": set(filter(None, fields[3].split(",")))}
-                  for fields in _file_entries(os.path.join(etc, "group")) if len(fields) >= 4}
+                  for fields in group}
     expiry = {fields[0]: fields[7] for fields in _file_entries(os.path.join(etc, "shadow")) if len(fields) >= 8}
-    return {"users": users, "groups": groups, "expiry": expiry}
+    return {"users": users, "groups": groups, "expiry": expiry,
+            "local_users": {fields[0] for fields in passwd}, "local_groups": {fields[0] for fields in group}}
 
 
-def read_managed(path: str) -> list[str]:
+def read_managed(path: str) -> dict[str, int]:
+    """The users this module made or was given on the host, name -> UID (a name alone says nothing:
+    a later account of that name may be someone else's)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return list(json.load(handle).get("users", []))
+            users = json.load(handle).get("users", {})
     except FileNotFoundError:
-        return []
+        return {}
+    return {str(name): int(uid) for name, uid in users.items()} if isinstance(users, dict) else {}
+
+
+def managed_after(params: dict, found: dict, managed: dict[str, int]) -> dict[str, int]:
+    """The managed users once this run is done: those listed (not absent) that exist, and those
+    given before whose account is still theirs (same name and UID)."""
+    users = found["users"]
+    kept = {name: uid for name, uid in managed.items() if users.get(name, {}).get("uid") == uid}
+    for user in params["users"]:
+        name = user["name"]
+        if user["state"] == "absent":
+            kept.pop(name, None)
+        elif users.get(name, {}).get("uid") == int(user["uid"]):
+            kept[name] = int(user["uid"])
+    return dict(sorted(kept.items()))
 
 
 def check(params: dict, found: dict) -> None:
@@ -129,7 +151,10 @@ def check(params: dict, found: dict) -> None:
     problems = []
     for group in params["groups"]:
         name, gid = group["name"], int(group["gid"])
-        if name in groups and groups[name]["gid"] != gid:
+        if name in groups and name not in found["local_groups"]:
+            problems.append(f"group {name} comes from the directory service (NSS), not /etc/group: people makes "
+                            "local groups; list it in one of the two")
+        elif name in groups and groups[name]["gid"] != gid:
             problems.append(f"group {name} has GID {groups[name]['gid']} here, the inventory gives {gid}")
         elif name not in groups:
             problems += [f"GID {gid} (group {name}) is group {holder}'s here" for holder, entry in groups.items()
@@ -137,12 +162,17 @@ def check(params: dict, found: dict) -> None:
     for user in params["users"]:
         name, uid = user["name"], int(user["uid"])
         gid = wanted_gid.get(user["group"], groups.get(user["group"], {}).get("gid"))
-        if name in users:
+        if user["state"] == "absent":
+            continue  # deleted only where this module made it (commands)
+        if name in users and name not in found["local_users"]:
+            problems.append(f"user {name} comes from the directory service (NSS), not /etc/passwd: people makes "
+                            "local accounts; list it in one of the two")
+        elif name in users:
             have = users[name]
-            if have["uid"] != uid or (user["state"] != "absent" and have["gid"] != gid):
+            if have["uid"] != uid or have["gid"] != gid:
                 problems.append(f"user {name} has UID {have['uid']} and GID {have['gid']} here, the inventory "
                                 f"gives UID {uid} and GID {gid}")
-        elif user["state"] != "absent":
+        else:
             problems += [f"UID {uid} (user {name}) is user {holder}'s here" for holder, entry in users.items()
                          if entry["uid"] == uid]
     if problems:
@@ -151,7 +181,7 @@ def check(params: dict, found: dict) -> None:
                       "(usermod/groupmod, then chown its files).")
 
 
-def commands(params: dict, found: dict, managed: list[str]) -> list[tuple[str, list[str]]]:
+def commands(params: dict, found: dict, managed: dict[str, int]) -> list[tuple[str, list[str]]]:
     """(what, argv) in order: groups, users made or changed, locks, deletions."""
     prefix = [] if params["root"] in ("", "/") else ["--prefix", params["root"]]
     users, groups, expiry = found["users"], found["groups"], found["expiry"]
@@ -162,7 +192,8 @@ def commands(params: dict, found: dict, managed: list[str]) -> list[tuple[str, l
     for user in params["users"]:
         name = user["name"]
         if user["state"] == "absent":
-            if name in users:
+            # only an account this module was given, still of its UID: never a site's own of that name
+            if name in users and managed.get(name) == users[name]["uid"] == int(user["uid"]):
                 remove = ["--remove"] if user.get("remove_home") else []
                 steps.append((f"user {name}: deleted" + (" with its home" if remove else ""),
                               ["userdel", *remove, *prefix, name]))
@@ -189,8 +220,8 @@ def commands(params: dict, found: dict, managed: list[str]) -> list[tuple[str, l
             steps.append((f"user {name}: {'locked' if value else 'unlocked'}",
                           ["usermod", "--expiredate", value, *prefix, name]))
     listed = {user["name"] for user in params["users"]}
-    for name in managed:
-        if name not in listed and name in users and expiry.get(name) != LOCKED_EXPIRY:
+    for name, uid in managed.items():
+        if name not in listed and users.get(name, {}).get("uid") == uid and expiry.get(name) != LOCKED_EXPIRY:
             steps.append((f"user {name}: not in the inventory: locked",
                           ["usermod", "--expiredate", LOCKED_EXPIRY, *prefix, name]))
     return steps
@@ -212,40 +243,83 @@ def keys_text(current: str, keys: list[str]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def sync_keys(home: str, uid: int, gid: int, keys: list[str], write: bool) -> bool:
-    """The block in HOME/.ssh/authorized_keys, written as the user would own it. Nothing under the
-    home is followed as a link (a user could point .ssh elsewhere): refused with OSError."""
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+class Unsafe(OSError):
+    """Something under a home that a root process must not read or replace."""
+
+
+MAX_KEYS_FILE = 1 << 20  # an authorized_keys larger than this is no key list
+
+
+def _open_dir(name: str, uid: int, dir_fd: int | None = None) -> int:
+    """A directory owned by ``uid`` (or root), opened without following a link at its last name."""
+    handle = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    owner = os.fstat(handle).st_uid
+    if owner not in (uid, 0):
+        os.close(handle)
+        raise Unsafe(f"{name} belongs to UID {owner}, not the user's")
+    return handle
+
+
+def _read_keys_file(ssh: int, uid: int) -> tuple[str, os.stat_result | None]:
+    """authorized_keys' text and its stat; refused unless a plain file of the user's or root's with
+    one link (a FIFO would hang the deploy, a hard link would show another file's text)."""
     try:
-        ssh = os.open(os.path.join(home, ".ssh"), os.O_RDONLY | os.O_DIRECTORY | nofollow)
+        handle = os.open("authorized_keys", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=ssh)
     except FileNotFoundError:
-        if not keys:
-            return False
-        if not write:
-            return True
-        os.mkdir(os.path.join(home, ".ssh"), 0o700)
-        ssh = os.open(os.path.join(home, ".ssh"), os.O_RDONLY | os.O_DIRECTORY | nofollow)
-        os.fchown(ssh, uid, gid)
+        return "", None
+    with os.fdopen(handle, "rb") as existing:
+        found = os.fstat(existing.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or found.st_uid not in (uid, 0) \
+                or found.st_size > MAX_KEYS_FILE:
+            raise Unsafe("authorized_keys is not a plain file of the user's or root's with one link")
+        return existing.read(MAX_KEYS_FILE).decode("utf-8", errors="replace"), found
+
+
+def sync_keys(home: str, uid: int, gid: int, keys: list[str], write: bool) -> bool:
+    """The block in HOME/.ssh/authorized_keys. The home and .ssh are opened without following a
+    link and must be the user's (or root's); the file keeps its owner and mode (0600 and the user's
+    when new), and is replaced by a rename inside .ssh. Refused with OSError otherwise."""
+    home_fd = _open_dir(home, uid)
     try:
         try:
-            handle = os.open("authorized_keys", os.O_RDONLY | nofollow, dir_fd=ssh)
-            with os.fdopen(handle, encoding="utf-8", errors="replace") as existing:
-                current = existing.read()
+            ssh = _open_dir(".ssh", uid, dir_fd=home_fd)
         except FileNotFoundError:
-            current = ""
+            if not keys:
+                return False
+            if not write:
+                return True
+            os.mkdir(".ssh", 0o700, dir_fd=home_fd)
+            ssh = _open_dir(".ssh", uid, dir_fd=home_fd)
+            os.fchown(ssh, uid, gid)
+    finally:
+        os.close(home_fd)
+    try:
+        current, found = _read_keys_file(ssh, uid)
         text = keys_text(current, keys)
         if text == current:
             return False
         if write:
+            owner = (found.st_uid, found.st_gid) if found else (uid, gid)
+            mode = stat.S_IMODE(found.st_mode) if found else 0o600
             staging = f".authorized_keys.cluster-cli.{os.getpid()}"
-            handle = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow, 0o600, dir_fd=ssh)
+            handle = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=ssh)
             with os.fdopen(handle, "w", encoding="utf-8") as new:
-                os.fchown(new.fileno(), uid, gid)
+                os.fchown(new.fileno(), *owner)
+                os.fchmod(new.fileno(), mode)
                 new.write(text)
             os.rename(staging, "authorized_keys", src_dir_fd=ssh, dst_dir_fd=ssh)
         return True
     finally:
         os.close(ssh)
+
+
+def write_managed(path: str, managed: dict[str, int]) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    staging = f"{path}.{os.getpid()}"
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump({"users": managed}, handle, sort_keys=True)
+    os.replace(staging, path)
 
 
 def main() -> None:
@@ -271,36 +345,48 @@ def main() -> None:
     except KeyError as missing:
         module.fail_json(msg=f"every group needs name and gid, every user name, uid, group and state: {missing} is missing")
     actions: list[str] = []
+    written = False
+    try:
+        run_steps(module, steps, actions)
+        now = read_host(root) if steps and not module.check_mode else found
+        for user in params["users"]:
+            if user["state"] != "absent":
+                keep_keys(module, user, now, actions)
+    finally:  # also after a failure: the users made so far are remembered (a later removal locks them)
+        if not module.check_mode:
+            after = managed_after(params, read_host(root) if steps else found, managed)
+            written = after != managed
+            if written:
+                write_managed(managed_file, after)
+    module.exit_json(changed=bool(actions) or written, actions=actions)
+
+
+def run_steps(module: AnsibleModule, steps: list[tuple[str, list[str]]], actions: list[str]) -> None:
     for what, argv in steps:
         if not module.check_mode:
             rc, out, err = module.run_command(argv)
             if rc != 0:
-                module.fail_json(msg=f"{params['host']}: {' '.join(argv)} failed (exit {rc}): {(err or out).strip()}",
-                                 actions=actions)
+                module.fail_json(msg=f"{module.params['host']}: {' '.join(argv)} failed (exit {rc}): "
+                                     f"{(err or out).strip()}", actions=actions)
         actions.append(what)
-    now = read_host(root) if steps and not module.check_mode else found
-    for user in params["users"]:
-        entry = now["users"].get(user["name"])
-        if user["state"] == "absent" or (entry is None and not module.check_mode):
-            continue
-        home = os.path.join(root, (entry["home"] if entry else user["home"]).lstrip("/"))
-        try:
-            if sync_keys(home, int(user["uid"]), entry["gid"] if entry else 0, list(user.get("ssh_keys") or []),
-                         not module.check_mode):
-                actions.append(f"user {user['name']}: SSH keys written")
-        except OSError as error:
-            module.fail_json(msg=f"{params['host']}: user {user['name']}: cannot write {home}/.ssh/authorized_keys "
-                                 f"({error}); links there are not followed", actions=actions)
-    kept = sorted((set(managed) | {user["name"] for user in params["users"]})
-                  - {user["name"] for user in params["users"] if user["state"] == "absent"})
-    if kept != managed and not module.check_mode:
-        os.makedirs(os.path.dirname(managed_file), mode=0o755, exist_ok=True)
-        staging = f"{managed_file}.{os.getpid()}"
-        with open(staging, "w", encoding="utf-8") as handle:
-            json.dump({"users": kept}, handle)
-        os.replace(staging, managed_file)
-    module.exit_json(changed=bool(actions) or kept != managed, actions=actions)
 
+
+def keep_keys(module: AnsibleModule, user: dict, found: dict, actions: list[str]) -> None:
+    """The user's key block; in check mode, for a user still to be made, whether there would be one."""
+    entry = found["users"].get(user["name"])
+    keys = list(user.get("ssh_keys") or [])
+    if entry is None:
+        if module.check_mode and keys:
+            actions.append(f"user {user['name']}: SSH keys written")
+        return
+    home = os.path.join(module.params["root"], entry["home"].lstrip("/"))
+    try:
+        if sync_keys(home, int(user["uid"]), entry["gid"], keys, not module.check_mode):
+            actions.append(f"user {user['name']}: SSH keys written")
+    except OSError as error:
+        module.fail_json(msg=f"{module.params['host']}: user {user['name']}: {home}/.ssh/authorized_keys is left as "
+                             f"it is ({error}): nothing under a home is followed as a link, and only a plain file "
+                             "or directory of the user's or root's is read or replaced", actions=actions)
 
 if __name__ == "__main__":
     main()

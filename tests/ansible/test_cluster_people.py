@@ -67,7 +67,7 @@ def test_people_are_made_changed_locked_and_deleted_as_the_list_says(tmp_path: P
     assert keys.read_text().splitlines()[1] == KEY_A
     assert (keys.stat().st_uid, keys.stat().st_mode & 0o777) == (5001, 0o600)
     assert (keys.parent.stat().st_uid, keys.parent.stat().st_mode & 0o777) == (5001, 0o700)
-    assert json.loads((root / MANAGED.lstrip("/")).read_text()) == {"users": ["alice"]}
+    assert json.loads((root / MANAGED.lstrip("/")).read_text()) == {"users": {"alice": 5001}}
 
     run, again = _run(tmp_path, people(root, [alice()]), "again")
     assert run.returncode == 0, run.explain()
@@ -98,7 +98,7 @@ def test_people_are_made_changed_locked_and_deleted_as_the_list_says(tmp_path: P
     assert run.returncode == 0, run.explain()
     assert gone["actions"] == ["user alice: deleted with its home"]
     assert _entry(root, "passwd", "alice") == [] and not (root / "home" / "alice").exists()
-    assert json.loads((root / MANAGED.lstrip("/")).read_text()) == {"users": []}
+    assert json.loads((root / MANAGED.lstrip("/")).read_text()) == {"users": {}}
 
 
 def test_an_account_with_other_ids_fails_naming_host_account_and_both_ids_and_nothing_changes(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_check_mode_reports_and_changes_nothing(tmp_path: Path) -> None:
     assert (root / "etc" / "passwd").read_text() == PASSWD and (root / "etc" / "group").read_text() == GROUP
 
 
-def test_a_link_under_a_home_is_not_followed(tmp_path: Path) -> None:
+def test_a_link_or_a_fifo_under_a_home_is_not_followed_or_read(tmp_path: Path) -> None:
     root = fake_root(tmp_path)
     run, _ = _run(tmp_path, people(root, [alice(ssh_keys=[])]), "first")
     assert run.returncode == 0, run.explain()
@@ -132,5 +132,23 @@ def test_a_link_under_a_home_is_not_followed(tmp_path: Path) -> None:
     os.symlink(target, root / "home" / "alice" / ".ssh")
     run, _ = _run(tmp_path, people(root, [alice()]), "link")
     assert run.returncode != 0
-    assert "user alice: cannot write" in run.text and "links there are not followed" in run.text
+    assert "user alice: " in run.text and "nothing under a home is followed as a link" in run.text
     assert list(target.iterdir()) == []
+    (root / "home" / "alice" / ".ssh").unlink()
+    (root / "home" / "alice" / ".ssh").mkdir()
+    os.mkfifo(root / "home" / "alice" / ".ssh" / "authorized_keys")  # a read would hang the deploy
+    run, _ = _run(tmp_path, people(root, [alice()]), "fifo", options=("--check",))
+    assert run.returncode != 0 and "only a plain file" in run.text
+
+
+def test_a_site_account_of_a_name_the_module_never_made_is_neither_deleted_nor_locked(tmp_path: Path) -> None:
+    root = fake_root(tmp_path, PASSWD + "dave:x:6000:6000::/home/dave:/bin/sh\ncarol:x:7777:7777::/:/bin/sh\n",
+                     GROUP + "dave:x:6000:\ncarol:x:7777:\n")
+    managed = root / MANAGED.lstrip("/")
+    managed.parent.mkdir(parents=True)
+    managed.write_text(json.dumps({"users": {"carol": 5003}}))  # a carol the module made once, since gone
+    run, result = _run(tmp_path, people(root, [alice(name="dave", uid=6000, group="dave", state="absent",
+                                                     remove_home=True)], []), "absent")
+    assert run.returncode == 0, run.explain()
+    assert result["actions"] == [] and _entry(root, "passwd", "dave") and _entry(root, "shadow", "carol")[7] == ""
+    assert json.loads(managed.read_text()) == {"users": {}}

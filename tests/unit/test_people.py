@@ -107,3 +107,34 @@ def test_the_record_keeps_the_document_and_each_hosts_checksum(tmp_path) -> None
     assert again.people_held("head") == ("sum1", None)  # given an older document: not known any more
     again.forget(["head"])
     assert again.people_held("head") == (None, None)
+
+
+def test_ids_and_names_every_debian_host_has_are_refused() -> None:
+    text = edit(PEOPLE, "    - name: bob\n      uid: 5002\n      gid: 5000\n      shell: /bin/sh\n",
+                "    - name: carol\n      uid: 65534\n")
+    found = problems(text)
+    assert any("people.users[1].uid" in line and "65534" in line for line in found), found
+    text = edit(PEOPLE, "    - name: bob\n      uid: 5002\n      gid: 5000\n", "    - name: systemd-x\n      uid: 5002\n"
+                "    - name: mysql\n      uid: 5003\n")
+    assert problems(text) == [
+        problem(text, "name: systemd-x", "people.users[1].name", "'systemd-x' is a system or daemon account's name on every host"),
+        problem(text, "name: mysql", "people.users[2].name", "'mysql' is a system or daemon account's name on every host")]
+    colon = edit(PEOPLE, "      shell: /bin/sh\n", "      shell: /bin/s:h\n")
+    assert any("people.users[1].shell" in line and "cannot hold a ':'" in line for line in problems(colon))
+
+
+def test_a_users_own_group_is_its_name_and_uid_even_where_a_group_has_that_gid() -> None:
+    text = edit(PEOPLE, "      uid: 5001\n      groups: [ml]\n", "      uid: 5000\n      groups: [ml]\n")
+    assert problems(text) == [problem(text, "uid: 5000", "people.users[0].uid", "GID 5000 is also group ml's")]
+
+
+def test_plan_says_what_the_deploy_will_not_change() -> None:
+    before = people_document(load(PEOPLE).inventory)
+    moved = edit(edit(PEOPLE, "      gid: 5000\n      shell: /bin/sh\n", "      gid: 5000\n      shell: /bin/sh\n      home: /srv/bob\n"),
+                 "    - name: ml\n      gid: 5000\n", "    - name: ml\n      gid: 5000\n")
+    assert people_changes(people_document(load(moved).inventory), before) == [
+        "user bob: home /home/bob -> /srv/bob: not moved by the deploy (its files stay where they are)"]
+    regrouped = {**before, "groups": [{**before["groups"][0], "gid": 5005}, *before["groups"][1:]]}
+    assert people_changes(regrouped, before)[0] == "group ml: GID 5000 -> 5005: refused by the deploy (a group is never renumbered)"
+    locked = {**before, "users": [{**before["users"][0], "state": "locked"}, before["users"][1]]}
+    assert people_changes({**before, "users": before["users"][1:]}, locked) == []  # a locked user who leaves stays locked
