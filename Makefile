@@ -12,7 +12,7 @@ setup:
 cluster: setup
 	$(PY) -m cluster_cli deploy $(INVENTORY)
 	$(PY) -m cluster_cli status $(INVENTORY)
-	$(PY) -m cluster_cli smoke $(INVENTORY) --json smoke-report.json --junit smoke-report.xml
+	$(PY) -m cluster_cli smoke $(INVENTORY) --json smoke-report.json --junit smoke-report.xml --html smoke-report.html
 
 test: setup
 	bash scripts/test.sh

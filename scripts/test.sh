@@ -9,13 +9,14 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 # System tools the tests use: Slurm daemons for the rendered-config test, and debootstrap,
 # systemd-nspawn, dpkg-scanpackages and nc for the multi-host test bed, patchelf and readelf for
-# the GPU kit (cluster-cli gpu-kit). The deploy test installs
+# the GPU kit (cluster-cli gpu-kit), Chromium for the smoke HTML report's browser test
+# (tests/smoke/test_smoke_html.py, about 120 MB to fetch once). The deploy test installs
 # the rest (MariaDB, slurmdbd, ...) through the roles, as a user's deploy would.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq "$@"; }
   apt_get update
   apt_get install -y --no-install-recommends slurmctld slurmd slurm-client munge patchelf binutils \
-    systemd-container debootstrap dpkg-dev netcat-openbsd gcc make >/dev/null
+    systemd-container debootstrap dpkg-dev netcat-openbsd gcc make chromium >/dev/null
 fi
 # Slurm's own gpu_nvml.so for Debian's slurmd, built alone (about 20 s, cached per version), which
 # tests/nvml runs against the NVML emulator. Without it those tests skip, saying why.

@@ -26,6 +26,18 @@ from cluster_cli.errors import ExitCode
 )
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JUnit XML report here.")
+@click.option(
+    "--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report as one self-contained HTML page here (verdicts, figures, charts).",
+)
+@click.option(
+    "--from-json", "saved_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Run nothing: write --html from this saved JSON report.",
+)
+@click.option(
+    "--compare", "earlier_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An earlier JSON report: --html shows each figure beside its earlier value.",
+)
 @click.option("--timeout", "timeout_s", type=float, default=180.0, show_default=True, help="Seconds any one check may take.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
 @click.option(
@@ -35,8 +47,8 @@ from cluster_cli.errors import ExitCode
 )
 def smoke(
     inventory: Path | None, only: str | None, partition: str | None, sample: int, all_nodes: bool,
-    json_path: Path | None, junit_path: Path | None, timeout_s: float, list_checks: bool,
-    submit_host_name: str | None,
+    json_path: Path | None, junit_path: Path | None, html_path: Path | None, saved_path: Path | None,
+    earlier_path: Path | None, timeout_s: float, list_checks: bool, submit_host_name: str | None,
 ) -> None:
     """Run the post-install smoke jobs as an unprivileged user; exit 0 only if none failed.
 
@@ -46,6 +58,7 @@ def smoke(
     from cluster_cli.loader import load_cluster
     from cluster_cli.progress import SmokeProgress
     from cluster_cli.smoke import CHECKS, format_table, run_smoke, write_json, write_junit
+    from cluster_cli.smoke_control.html_report import read_report, write_html
     from cluster_cli.smoke.registry import select as select_checks
     from cluster_cli.smoke_control.remote import run_remote_smoke, submit_host
     from cluster_cli.smoke_control.inventory_targets import smoke_plan
@@ -55,8 +68,14 @@ def smoke(
             by_name = "" if check.default else " (asked for by name)"
             click.echo(f"{check.name:18} {check.scope:10} {check.summary}{by_name}")
         return
+    if saved_path is not None:
+        if html_path is None:
+            raise click.UsageError("--from-json needs --html: it writes the saved report as a page and runs nothing.")
+        write_html(read_report(saved_path), html_path, earlier_path)
+        click.echo(f"HTML report: {html_path}")
+        return
     if inventory is None:
-        raise click.UsageError("Missing argument 'INVENTORY' (only --list runs without one).")
+        raise click.UsageError("Missing argument 'INVENTORY' (only --list and --from-json run without one).")
     cluster = load_cluster(inventory)
     console = Console(highlight=False)
     names = [name.strip() for name in only.split(",") if name.strip()] if only else None
@@ -77,6 +96,9 @@ def smoke(
     if junit_path:
         write_junit(report, junit_path)
         console.print(f"JUnit report: {junit_path}")
+    if html_path:
+        write_html(report, html_path, earlier_path)
+        console.print(f"HTML report: {html_path}")
     counts = report.counts
     console.print(
         f"smoke: {counts.get('pass', 0)} passed, {counts.get('fail', 0)} failed, {counts.get('skip', 0)} skipped "
