@@ -168,7 +168,7 @@ def test_the_inventorys_people_are_made_and_plan_shows_a_user_who_leaves_it_as_a
         assert run(["id", "-nG", person.name]).split() == [person.name, *person.groups]
         assert run(["getent", "shadow", person.name]).split(":")[7] == "", f"{person.name} is locked"
     managed = json.loads(Path("/var/lib/cluster-cli/people.json").read_text())
-    assert managed == {"users": sorted(person.name for person in inventory.people.users)}
+    assert managed == {"users": {person.name: person.uid for person in inventory.people.users}}
     text = deployed_cluster.inventory.read_text()
     leaving = text.replace("    - name: bob\n      uid: 5002\n      groups: [ml]\n      shell: /bin/sh\n", "")
     assert leaving != text, "the local inventory no longer has user bob as this test expects"
