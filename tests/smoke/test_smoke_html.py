@@ -6,6 +6,7 @@ which fetches nothing from the network while it does."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -104,24 +105,48 @@ def test_the_cli_writes_the_page_from_a_saved_report(tmp_path: Path) -> None:
 
 
 CHROMIUM = shutil.which("chromium")
+UNSHARE = shutil.which("unshare")
+
+
+def page_requests(netlog: Path) -> list[str]:
+    """The URLs the page asked for, from Chromium's network log: every URL request whose initiator
+    is an origin (a file page's is "null"); the browser's own background requests have none."""
+    text = netlog.read_text()
+    log = json.loads(text if text.rstrip().endswith("}") else text.rstrip().rstrip(",") + "]}")
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    return [event["params"]["url"] for event in log["events"] if event["type"] == start
+            and event.get("params", {}).get("initiator", "not an origin") != "not an origin"]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+@pytest.mark.skipif(UNSHARE is None or os.geteuid() != 0,
+                    reason="runs Chromium in a network namespace of its own (unshare --net), which needs root")
 def test_a_real_browser_renders_the_page_and_fetches_nothing(tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     built = report()
     page.write_text(html_report(built, report(started="2026-11-27T06:00:00+0000")))
     netlog, shot = tmp_path / "net.json", tmp_path / "report.png"
-    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-              "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'profile'}"]
+    # no network at all: the browser's own update and sign-in requests must not leave this machine either
+    common = [UNSHARE, "--net", CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+              "--disable-sync", "--disable-background-networking", "--disable-component-update",
+              f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run([*common, f"--log-net-log={netlog}", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     rendered = Page(dom)
     assert [(row["data-check"], row["data-verdict"]) for row in rendered.rows] == [
         (result.name, result.verdict.value) for result in built.results]
+    assert [row["data-figure"] for row in rendered.rows] == ["" if r.figure is None else repr(r.figure) for r in built.results]
     assert len(rendered.bars) == len(SIZES) + 3 and len(rendered.nodes) == 3
+    assert page_requests(netlog) == []
     subprocess.run([*common, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    urls = set(re.findall(r'"url":"([^"]+)"', netlog.read_text()))
-    assert {url for url in urls if not url.startswith(("file:", "data:", "about:", "chrome:"))} == set(), urls
+
+
+def test_the_request_log_reading_sees_a_page_that_fetches(tmp_path: Path) -> None:
+    netlog = tmp_path / "net.json"
+    netlog.write_text(json.dumps({"constants": {"logEventTypes": {"URL_REQUEST_START_JOB": 7}}, "events": [
+        {"type": 7, "params": {"url": "https://update.example/", "initiator": "not an origin"}},
+        {"type": 7, "params": {"url": "https://cdn.example/chart.js", "initiator": "null"}},
+        {"type": 3, "params": {"url": "https://other.example/"}}]})[:-2] + ",")  # cut short, as a killed browser leaves it
+    assert page_requests(netlog) == ["https://cdn.example/chart.js"]
