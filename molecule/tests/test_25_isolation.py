@@ -79,7 +79,8 @@ def test_a_user_without_a_job_on_the_node_is_refused_ssh(view: ClusterView, user
     view.run(view.controller, "scancel --user=alice", check=False)
     refused = _ssh(view, users, "alice", "true")
     assert refused.returncode != 0, f"alice logged in to {users.compute} without a job: {refused.stdout}"
-    log = view.run(users.compute, "journalctl -q --no-pager -n 50 _COMM=sshd; "
+    # OpenSSH 9.8+ (trixie) logs a connection from sshd-session, not from the listening sshd
+    log = view.run(users.compute, "journalctl -q --no-pager -n 50 _COMM=sshd _COMM=sshd-session; "
                                   "tail -n 50 /var/log/auth.log 2>/dev/null", check=False).stdout
     assert "pam_slurm_adopt" in log or "PAM account configuration" in log, log[-2000:]
 
