@@ -106,25 +106,25 @@ def _change(result: CheckResult, before: CheckResult | None) -> str:
 
 def _charts(results: list[CheckResult]) -> str:
     by_name = {result.name: result for result in results}
+
+    def details(name: str) -> dict[str, Any]:
+        return by_name[name].details if name in by_name else {}
+
     charts = []
-    sizes = (by_name.get("allreduce") or _empty()).details.get("sizes") or []
+    sizes = details("allreduce").get("sizes") or []
     if sizes:
         charts.append(_bars("all-reduce bus bandwidth by message size (GB/s)",
                             [(_bytes(size["bytes"]), float(size["busbw_gbps"])) for size in sizes]))
     steps = [(label, float(value)) for label, value in (
-        ("DDP step", (by_name.get("ddp") or _empty()).details.get("step_time_ms")),
-        ("DDP, 1 rank", (by_name.get("ddp") or _empty()).details.get("baseline_step_time_ms")),
-        ("FSDP step", (by_name.get("fsdp") or _empty()).details.get("step_time_ms"))) if value is not None]
+        ("DDP step", details("ddp").get("step_time_ms")),
+        ("DDP, 1 rank", details("ddp").get("baseline_step_time_ms")),
+        ("FSDP step", details("fsdp").get("step_time_ms"))) if value is not None]
     if steps:
         charts.append(_bars("training step times (ms)", steps))
-    nodes = (by_name.get("all-nodes") or _empty()).details.get("nodes")
+    nodes = details("all-nodes").get("nodes")
     if isinstance(nodes, dict) and nodes:
         charts.append(_grid(nodes))
     return "".join(charts)
-
-
-def _empty() -> CheckResult:
-    return CheckResult.from_dict({"name": "", "verdict": "skip"})
 
 
 def _bytes(count: int) -> str:
