@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from cluster_cli.errors import Location
 from cluster_cli.model import AssociationLimits, Inventory, QosLimits
+from cluster_cli.resolve.people import daemon_ids
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.slurm_keys import find_key, list_items
 
@@ -137,11 +138,7 @@ def _check_cycles(inventory: Inventory, problems: Problems) -> None:
 
 
 def _check_uids(inventory: Inventory, problems: Problems) -> None:
-    taken = {
-        inventory.slurm.uid: "slurm.uid",
-        inventory.munge.uid: "munge.uid",
-        inventory.training.test_user_uid: "training.test_user_uid",
-    }
+    taken, _ = daemon_ids(inventory)
     for index, user in enumerate(inventory.accounting.users):
         if user.uid is None:
             continue

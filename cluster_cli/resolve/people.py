@@ -32,14 +32,20 @@ def primary_group(person: Person, group_names: dict[int, str]) -> tuple[str, int
     return group_names.get(person.gid, person.name), person.gid
 
 
+def daemon_ids(inventory: Inventory) -> tuple[dict[int, str], dict[int, str]]:
+    """The uids and gids cluster-cli gives its own accounts (SlurmUser, munge, the smoke test user),
+    each with the field that sets it: no user or group of the inventory may have one."""
+    return ({inventory.slurm.uid: "slurm.uid", inventory.munge.uid: "munge.uid",
+             inventory.training.test_user_uid: "training.test_user_uid"},
+            {inventory.slurm.gid: "slurm.gid", inventory.munge.gid: "munge.gid",
+             inventory.training.test_user_gid: "training.test_user_gid"})
+
+
 def check_people(inventory: Inventory, problems: Problems) -> None:
     people = inventory.people
     where: Location = ("people",)
     reserved = RESERVED_NAMES | {inventory.slurm.user, inventory.training.test_user}
-    taken_uids = {inventory.slurm.uid: "slurm.uid", inventory.munge.uid: "munge.uid",
-                  inventory.training.test_user_uid: "training.test_user_uid"}
-    taken_gids = {inventory.slurm.gid: "slurm.gid", inventory.munge.gid: "munge.gid",
-                  inventory.training.test_user_gid: "training.test_user_gid"}
+    taken_uids, taken_gids = daemon_ids(inventory)
     group_names: dict[int, str] = {}
     groups_by_name: dict[str, int] = {}
     for index, group in enumerate(people.groups):
