@@ -1,7 +1,7 @@
 """setuptools hook: the wheel carries what cluster-cli runs, so `pip install .` or pipx works.
 
 The Ansible side (ansible.cfg, the collection's galaxy.yml, meta/, playbooks/, roles/, plugins/) and
-the training jobs (training/) live at the top of the source tree, where Ansible users and molecule use them as
+the training jobs (training/) and the user guide the job templates carry (docs/using-the-cluster.md) live at the top of the source tree, where Ansible users and molecule use them as
 they are. A wheel gets a copy of them inside the package, in cluster_cli/share/, and
 cluster_cli.paths.project_root() finds it there (cluster-cli links it as the collection cluster_cli.slurm
 for each playbook run, cluster_cli/ansible/runner.py). The modules cluster_cli/ shares with the
@@ -18,7 +18,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SOURCE = Path(__file__).resolve().parent
-SHIPPED = ("ansible.cfg", "galaxy.yml", "meta", "playbooks", "roles", "plugins", "training")
+SHIPPED = ("ansible.cfg", "galaxy.yml", "meta", "playbooks", "roles", "plugins", "training",
+           "docs/using-the-cluster.md")
 # The NVML emulator stands in for the NVIDIA driver on test bed hosts (molecule's gpu scenario,
 # tests/nvml): a user's cluster never runs it, and a host it reached would schedule GPUs that do not exist.
 TEST_ONLY = ("roles/nvml_emulator",)
@@ -39,7 +40,7 @@ class BuildPyWithProject(build_py):
             if source.is_dir():
                 shutil.copytree(source, share / name, dirs_exist_ok=True, ignore=_left_out)
             elif source.is_file():
-                share.mkdir(parents=True, exist_ok=True)
+                (share / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, share / name)
 
 

@@ -2,7 +2,8 @@
 
 The roles copy byte for byte (roles/slurm_common: the Slurm configs to every cluster host;
 roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host;
-roles/slurmd: the health check's file to each compute host), so a
+roles/slurmd: the health check's file to each compute host; roles/login: the job templates to
+each login host), so a
 host's file matches when its checksum equals the rendered one. A deploy followed by a plan
 that finds nothing to change (tests/deploy) keeps this table true to the roles.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, host_health_path
+from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -29,6 +31,7 @@ SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "sl
 # Configless: the hosts that keep those files (roles/slurm_common's __slurm_common_file_groups);
 # a host that only runs slurmd fetches them from slurmctld and must not hold them.
 CONFIGLESS_FILE_ROLES = frozenset({"controller", "login", "database"})
+EXAMPLES_PREFIX = f"{EXAMPLES_BUILD_DIR}/"
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,11 @@ def files_for_host(
         # roles/slurmd: the health check's expectations (none, and removed, when the check is off)
         source = host_health_path(host.name)
         files.append(HostFile(HEALTH_CONFIG_PATH, source, checksums.get(source)))
+    if "login" in host.roles:
+        # roles/login: the job templates and the user guide
+        examples_dir = cluster.inventory.training.examples_dir
+        files += [HostFile(f"{examples_dir}/{source.removeprefix(EXAMPLES_PREFIX)}", source, sha256)
+                  for source, sha256 in checksums.items() if source.startswith(EXAMPLES_PREFIX)]
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
 

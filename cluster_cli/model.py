@@ -1013,6 +1013,13 @@ class Training(StrictModel):
             "it where it is missing, owned by `test_user`, mode 0755."
         ),
     )
+    examples_dir: OwnedDir = Field(
+        "/opt/cluster-training/examples",
+        description=(
+            "Where every login host gets the job templates (training/examples, rendered for this cluster's "
+            "training partition and GPUs) and the user guide, for users to copy."
+        ),
+    )
     test_user: Name = Field(
         "smoke",
         description=(

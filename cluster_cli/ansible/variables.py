@@ -15,6 +15,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.model import Nccl, PackageMirror
 from cluster_cli.render import SLURM_BUILD_DIR
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
+from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.secrets_store import ClusterSecrets
 
 
@@ -115,6 +116,9 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # nccl (GPU hosts)
         "nccl_conf_src": str(build_dir / "nccl" / "nccl.conf"),
         "nccl_infiniband": uses_infiniband(inventory.nccl),
+        # login
+        "login_examples_src": str(build_dir / EXAMPLES_BUILD_DIR),
+        "login_examples_dir": training.examples_dir,
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

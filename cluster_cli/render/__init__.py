@@ -13,6 +13,7 @@ from cluster_cli.render.alert_rules import render_alert_rules
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
 from cluster_cli.render.gres_conf import render_gres_conf
 from cluster_cli.render.health_conf import render_health_document
+from cluster_cli.render.job_templates import render_job_templates
 from cluster_cli.render.nccl_conf import render_nccl_conf
 from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.render.slurmdbd_conf import render_slurmdbd_conf
@@ -29,7 +30,7 @@ class RenderedFile:
 
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
-    cluster's Prometheus; slurmdbd.conf only with accounting."""
+    cluster's Prometheus, the job templates for login hosts; slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
         RenderedFile("slurm/gres.conf", render_gres_conf(cluster)),
@@ -38,6 +39,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
         RenderedFile("monitoring/cluster-alerts.yml", render_alert_rules(cluster)),
     ]
     files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
+    files += [RenderedFile(path, text, mode) for path, text, mode in render_job_templates(cluster)]
     topology = render_topology_conf(cluster)
     if topology is not None:
         files.append(RenderedFile("slurm/topology.conf", topology))

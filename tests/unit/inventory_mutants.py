@@ -724,8 +724,11 @@ class _Generator:
                 ("stray ']'", index, f"{key}: ]{value}", "here"),
                 ("undefined alias", index, f"{key}: *nowhere\n", "here"),
                 ("reserved '@'", index, f"{key}: @{value}", "here"),
-                ("no space after the colon", index, f"{key}:{value}", "next"),
             ]
+            # `version:auto` as the only key of its mapping is valid YAML (the mapping becomes
+            # that string): only a key among others makes it a syntax error
+            if not self._only_key_of_its_mapping(lines, index):
+                edits.append(("no space after the colon", index, f"{key}:{value}", "next"))
         for label, index, changed_line, notice in edits:
             changed = list(lines)
             changed[index] = changed_line
@@ -744,6 +747,17 @@ class _Generator:
             ("words without a colon", "just some words\nmore: words\n", end + 1),
         ]:
             yield self.textual("yaml_syntax", label, self.text + appended, "(yaml)", (line, line))
+
+    @staticmethod
+    def _only_key_of_its_mapping(lines: list[str], index: int) -> bool:
+        """No neighbouring content line has the key's indentation: its mapping holds it alone."""
+        def indent(line: str) -> int:
+            return len(line) - len(line.lstrip(" "))
+
+        content = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+        position = content.index(index)
+        neighbours = [lines[i] for i in content[max(0, position - 1):position] + content[position + 1:position + 2]]
+        return all(indent(line) < indent(lines[index]) for line in neighbours)
 
     def duplicate_keys(self) -> Iterator[_Candidate]:
         lines = self.lines()

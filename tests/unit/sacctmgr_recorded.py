@@ -13,7 +13,7 @@ APPLIED = {
     ),
     "accounts": "default|default|default\nresearch|research|research\nroot|default root account|root\n"
                 "team-a|team-a|research\nteam-b|team-b|research\n",
-    "users": "root|root\nsmoke|default\n",
+    "users": "alice|team-a\nroot|root\nsmoke|default\n",
     "assocs": (
         "root|||||normal|||||||\n"
         "root|root|||1||||||||\n"
@@ -21,6 +21,7 @@ APPLIED = {
         "default|smoke|||1||||||||\n"
         "research|||root|1||||||||\n"
         "team-a|||research|3|normal|high,low,normal|||||||\n"
+        "team-a|alice|||1||||||||\n"
         "team-a|smoke|||1||||||||\n"
         "team-b|||research|1|||gres/gpu=2||||||\n"
         "team-b|smoke|||1||||||||\n"

@@ -30,8 +30,10 @@ from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_DOCUMENT, with_host_health_texts
+from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR, GUIDE
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+EXAMPLES_SOURCE = Path(__file__).resolve().parents[2] / "training" / "examples"
 GOLDEN_PASSWORD = "golden-Test_password-0123456789"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 SUFFIX = ".golden"
@@ -46,7 +48,11 @@ def rendered(name: str) -> dict[str, str]:
         if path.startswith(f"{document}:"):
             files[f"{HEALTH_BUILD_DIR}/{path.split(':', 1)[1]}.json"] = text
     files.pop(document, None)
-    return files
+    # the job templates the renderer only copies (train.py, the guide ...) are their sources, byte
+    # for byte (test_job_templates.py): the goldens keep the rendered ones
+    copied = {f"{EXAMPLES_BUILD_DIR}/{path.name}" for path in EXAMPLES_SOURCE.iterdir() if path.suffix != ".j2"}
+    return {path: text for path, text in files.items()
+            if path not in copied and path != f"{EXAMPLES_BUILD_DIR}/{GUIDE}"}
 
 
 def golden_files(name: str) -> dict[str, str]:
@@ -88,6 +94,13 @@ def test_every_shipped_inventory_has_goldens_and_no_stale_ones_are_left():
 def test_expected_files_per_inventory():
     assert sorted(golden_files("local")) == [
         "ansible/inventory.yml",
+        "examples/README.md",
+        "examples/ddp.sbatch",
+        "examples/evaluate.sbatch",
+        "examples/fsdp.sbatch",
+        "examples/interactive.sh",
+        "examples/submit-sweep.sh",
+        "examples/sweep.sbatch",
         "health/localhost.json",
         "monitoring/cluster-alerts.yml",
         "nccl/nccl.conf",

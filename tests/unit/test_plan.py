@@ -84,6 +84,21 @@ def test_a_converged_cluster_has_no_change_and_exit_0(tmp_path: Path) -> None:
     assert [(change.subject, change.impact) for change in unknown.changes] == [("people", Impact.PEOPLE)]
 
 
+def test_the_login_host_holds_every_job_template_and_a_changed_one_is_a_file_change(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    rendered = _rendered(cluster)
+    held = {item.path: item.source for item in files_by_host(cluster, rendered, MUNGE_KEY)["localhost"]}
+    examples = {path: source for path, source in held.items() if source.startswith("examples/")}
+    assert examples == {f"/opt/cluster-training/examples/{source[9:]}": source
+                        for source in rendered if source.startswith("examples/")}
+    assert {"/opt/cluster-training/examples/ddp.sbatch", "/opt/cluster-training/examples/using-the-cluster.md"} <= set(examples)
+    probe = _converged_probe(cluster, rendered)
+    assert _plan(cluster, rendered, probe).changes == []
+    _host_holds(probe, "/opt/cluster-training/examples/ddp.sbatch", "#!/bin/bash\n# an older template\n")
+    changes = [(change.subject, change.impact) for change in _plan(cluster, rendered, probe).changes]
+    assert changes == [("/opt/cluster-training/examples/ddp.sbatch", Impact.FILE)]
+
+
 def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path) -> None:
     old = _cluster(tmp_path)
     new = _cluster(tmp_path, lambda text: text.replace('max_time: "01:00:00"', 'max_time: "02:00:00"'))
@@ -91,9 +106,11 @@ def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path
     _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
     plan = _plan(new, _rendered(new), probe)
     impacts = {(change.subject, change.impact) for change in plan.changes}
-    assert impacts == {("/etc/slurm/slurm.conf", Impact.FILE), ("slurmctld", Impact.RECONFIGURE)}
+    # the job templates' README lists each partition's time limit: the login host's copy is replaced
+    assert impacts == {("/etc/slurm/slurm.conf", Impact.FILE), ("slurmctld", Impact.RECONFIGURE),
+                       ("/opt/cluster-training/examples/README.md", Impact.FILE)}
     assert plan.exit_code is ExitCode.CHANGES
-    diff = next(change.diff for change in plan.changes if change.diff)
+    diff = next(change.diff for change in plan.changes if change.subject == "/etc/slurm/slurm.conf")
     assert "-PartitionName=debug" in diff and "MaxTime=02:00:00" in diff
 
 

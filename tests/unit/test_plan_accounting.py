@@ -54,7 +54,8 @@ def test_a_new_slurmdbd_gets_the_cluster_then_everything_added() -> None:
     assert found[0] == ("cluster local", "sacctmgr only", "not registered: add")
     subjects = [subject for subject, _, _ in found]
     assert subjects[1:] == ["qos high", "qos low", "account default", "account research", "account team-a",
-                            "account team-b", "user smoke in default", "user smoke in team-a", "user smoke in team-b"]
+                            "account team-b", "user smoke in default", "user smoke in team-a", "user smoke in team-b",
+                            "user alice in team-a"]
     assert ("qos low", "sacctmgr only", "add: Description=low; GraceTime=300; MaxTRESPU=gres/gpu=2; "
             "PreemptMode=cluster; Priority=0; UsageFactor=1.0") in found
     assert ("account team-b", "sacctmgr only", "add below research: Description=team-b; Fairshare=1; "

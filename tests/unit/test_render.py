@@ -395,7 +395,11 @@ def test_the_database_password_is_only_in_slurmdbd_conf(name, monkeypatch):
     (slurmdbd,) = [item for item in files if item.path == "slurm/slurmdbd.conf"]
     assert slurmdbd.mode == 0o600 and slurmdbd.secret
     assert f"StoragePass={PASSWORD}" in settings_of(slurmdbd.content)
-    assert all(item.mode == 0o644 and not item.secret for item in files if item is not slurmdbd)
+    assert not any(item.secret for item in files if item is not slurmdbd)
+    # world-readable; executable only the job templates a user runs with bash
+    assert {item.path: item.mode for item in files if item.mode != 0o644 and item is not slurmdbd} == {
+        f"examples/{name}": 0o755 for name in ("chain.sh", "interactive.sh", "submit-sweep.sh")
+    }
 
 
 @pytest.mark.parametrize(

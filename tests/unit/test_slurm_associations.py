@@ -41,6 +41,7 @@ def test_a_first_apply_adds_in_order_and_groups_the_adds() -> None:
         ["smoke", "cluster=local", "account=default"],
         ["smoke", "cluster=local", "account=team-a"],
         ["smoke", "cluster=local", "account=team-b"],
+        ["alice", "cluster=local", "account=team-a"],
     ]
 
 
@@ -78,6 +79,7 @@ def test_what_the_inventory_dropped_is_removed_users_then_children_then_qos() ->
     found = [(change["kind"], change["action"], change["name"], change.get("account")) for change in changes(APPLIED, document)]
     assert found == [
         ("qos", "modify", "high", None),
+        ("user", "remove", "alice", "team-a"),
         ("user", "remove", "smoke", "team-a"),
         ("user", "remove", "smoke", "team-b"),
         ("account", "remove", "team-a", None),
@@ -89,7 +91,7 @@ def test_what_the_inventory_dropped_is_removed_users_then_children_then_qos() ->
     # one call per account's users, siblings together, children before their parent
     deletes = [argv[2:] for argv in M.commands(changes(APPLIED, document), "local", True) if argv[2] == "delete"]
     assert deletes == [
-        ["delete", "user", "where", "name=smoke", "account=team-a", "cluster=local"],
+        ["delete", "user", "where", "name=alice,smoke", "account=team-a", "cluster=local"],
         ["delete", "user", "where", "name=smoke", "account=team-b", "cluster=local"],
         ["delete", "account", "where", "name=team-a,team-b", "cluster=local"],
         ["delete", "account", "where", "name=research", "cluster=local"],

@@ -1,0 +1,93 @@
+"""The job templates (training/examples) as render/job_templates makes them for an inventory:
+which partition and GPUs they ask for, what is copied as it is, and that every script parses.
+tests/deploy/test_55_examples.py runs them on the local cluster."""
+
+from __future__ import annotations
+
+import py_compile
+import subprocess
+from pathlib import Path
+
+import pytest
+from unit_helpers import SHIPPED_INVENTORIES
+
+from cluster_cli.loader import load_cluster
+from cluster_cli.render.job_templates import GUIDE, render_job_templates, template_partition
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = REPO / "training" / "examples"
+LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
+
+
+def _cluster(tmp_path: Path, edit=lambda text: text):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(edit(LOCAL.read_text()))
+    return load_cluster(path)
+
+
+def _files(cluster) -> dict[str, str]:
+    return {path.removeprefix("examples/"): text for path, text, _ in render_job_templates(cluster)}
+
+
+def test_files_without_the_template_suffix_are_copied_byte_for_byte(tmp_path: Path) -> None:
+    files = _files(_cluster(tmp_path))
+    copied = [path for path in SOURCE.iterdir() if path.suffix != ".j2" and not path.name.startswith("_")]
+    assert copied and all(files[path.name] == path.read_text() for path in copied)
+    assert files[GUIDE] == (REPO / "docs" / GUIDE).read_text()
+    assert not any(name.startswith("_") or name.endswith(".j2") for name in files)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
+def test_every_script_parses_and_nothing_is_left_unrendered(name: str, tmp_path: Path) -> None:
+    for file, text in _files(load_cluster(SHIPPED_INVENTORIES[name])).items():
+        assert "{{" not in text.replace("${{", "") and "{%" not in text, file
+        target = tmp_path / file
+        target.write_text(text)
+        if file.endswith((".sh", ".sbatch")):
+            checked = subprocess.run(["bash", "-n", str(target)], capture_output=True, text=True, check=False)
+            assert checked.returncode == 0, f"{name}/{file}: {checked.stderr}"
+        elif file.endswith(".py"):
+            py_compile.compile(str(target), doraise=True)
+
+
+def test_the_templates_ask_for_the_default_partitions_gpus_by_type(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    files = _files(cluster)
+    assert "#SBATCH --partition=debug\n#SBATCH --gpus-per-node=fake:1  # fake GPUs\n" in files["ddp.sbatch"]
+    assert "#SBATCH --gpus=fake:1\n#SBATCH --cpus-per-task=2\n" in files["sweep.sbatch"]
+    assert "#SBATCH --time=00:30:00" in files["fsdp.sbatch"]
+    assert "source /opt/cluster-training/venv/bin/activate" in files["ddp.sbatch"]
+    assert "| `debug` (default) | 3 | 1 x fake | 2 | 01:00:00 |" in files["README.md"]
+
+
+def test_a_default_partition_without_gpus_gives_way_to_one_with_them(tmp_path: Path) -> None:
+    def edit(text: str) -> str:
+        text = text.replace("node_groups:\n", "node_groups:\n  - name: cpu\n    nodes: cpu1\n    host: localhost\n"
+                            "    base_port: 17010\n    cores_per_socket: 4\n    real_memory_mb: 1024\n")
+        return text.replace("  - name: debug\n    nodes: [local]\n    default: true\n    max_time: \"01:00:00\"\n",
+                            "  - name: cpu\n    nodes: [cpu]\n    default: true\n"
+                            "  - name: gpu\n    nodes: [local]\n    max_time: \"00:10:00\"\n")
+
+    partition = template_partition(_cluster(tmp_path, edit))
+    assert (partition.name, partition.gpu_request, partition.time_limit) == ("gpu", "fake:1", "00:10:00")
+
+
+def test_a_cluster_without_gpus_runs_the_templates_on_cpus(tmp_path: Path) -> None:
+    def cpu_only(text: str) -> str:
+        start = text.index("    gpus:\n")
+        end = text.index("      fake: true\n") + len("      fake: true\n")
+        return text[:start] + text[end:]
+
+    cluster = _cluster(tmp_path, cpu_only)
+    partition = template_partition(cluster)
+    assert (partition.gpus_per_node, partition.gpu_request, partition.cpus_per_gpu) == (0, "", 2)
+    files = _files(cluster)
+    assert not any("--gpus" in line for line in files["ddp.sbatch"].splitlines() if line.startswith("#SBATCH"))
+    assert "--gpus" not in files["interactive.sh"].split("exec salloc", 1)[1]
+    assert "(2 CPUs per node, no GPUs)" in files["README.md"]
+
+
+def test_the_nccl_settings_are_listed_where_the_templates_use_gpus() -> None:
+    files = _files(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"]))
+    assert "#   NCCL_SOCKET_IFNAME=bond0\n" in files["ddp.sbatch"]
+    assert "# NCCL reads /etc/nccl.conf on every node" in files["fsdp.sbatch"]
