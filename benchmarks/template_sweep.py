@@ -54,7 +54,8 @@ def as_user(user: str, cwd: Path, *argv: str) -> str:
 def wait_until_gone(jobs: list[str], timeout: float) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not subprocess.run(["squeue", "-h", "-j", ",".join(jobs)], capture_output=True, text=True).stdout.strip():
+        queued = subprocess.run(["squeue", "-h", "-j", ",".join(jobs)], capture_output=True, text=True, check=False)
+        if not queued.stdout.strip():  # squeue fails for jobs already gone: nothing queued either
             return
         time.sleep(0.5)
     raise SystemExit(f"jobs {jobs} still queued after {timeout:.0f} s")
