@@ -9,6 +9,7 @@ Field descriptions are the inventory reference: docs/inventory.md is generated f
 import re
 import typing
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -994,6 +995,14 @@ class Training(StrictModel):
             "torch wheel), where the smoke suite's training checks skip."
         ),
     )
+    ray_version: Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+]*$")] | None = Field(
+        None,
+        description=(
+            "Pinned Ray version (`pip install ray==<this>`, the core without the dashboard's extras), "
+            "installed into the environment beside torch; `null`: no Ray (its wheel is large). With it, "
+            "the job templates include `ray.sbatch`: a Ray cluster over a job's nodes."
+        ),
+    )
     venv_path: OwnedDir = Field("/opt/cluster-training/venv", description="Virtual environment every node sees.")
     packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$")]] = Field(
         default_factory=lambda: ["numpy==2.4.6"],
@@ -1052,6 +1061,20 @@ class Training(StrictModel):
             raise field_error(
                 Training, ("test_user",), "must be an unprivileged user, not root", self.test_user
             )
+        return self
+
+    @model_validator(mode="after")
+    def _examples_dir_is_its_own(self) -> Self:
+        # roles/login removes the files there that the build lacks: no other directory may be in it
+        examples = PurePosixPath(self.examples_dir)
+        for name in ("venv_path", "work_dir"):
+            other = PurePosixPath(getattr(self, name))
+            if examples == other or examples in other.parents or other in examples.parents:
+                raise field_error(
+                    Training, ("examples_dir",),
+                    f"must be a directory of its own, not {name} ({other}), inside it or above it: "
+                    "the deploy removes the files there that are not job templates", self.examples_dir,
+                )
         return self
 
 

@@ -123,6 +123,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version or "",
+        "training_env_ray_version": training.ray_version or "",
         "training_env_packages": list(training.packages),
         "training_env_pip_args": list(training.pip_args),
         "training_env_test_user": training.test_user,

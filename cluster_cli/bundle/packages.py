@@ -63,7 +63,8 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
 
 
 def pip_requirements(cluster: Cluster) -> list[str]:
-    """What roles/training_env pip-installs into the training environment: torch and the pins."""
+    """What roles/training_env pip-installs into the training environment: torch, Ray and the pins."""
     training = cluster.inventory.training
     pins = [f"torch=={training.torch_version}"] if training.torch_version else []
+    pins += [f"ray=={training.ray_version}"] if training.ray_version else []
     return pins + list(training.packages)

@@ -3,7 +3,8 @@ cluster: its training partition, GPU type, CPUs and training environment. The bu
 directory; roles/login copies it to `training.examples_dir` on every login host.
 
 Files ending in .j2 are Jinja templates (the suffix is dropped), files starting with `_` are the
-pieces they include, everything else is copied as it is.
+pieces they include, everything else is copied as it is. The files in ONLY_WITH are rendered only
+for a cluster whose `training` section sets the field named there (Ray's templates: ray_version).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ EXAMPLES_BUILD_DIR = "examples"
 GUIDE = "using-the-cluster.md"
 # The files a user runs with bash; sbatch reads the others.
 EXECUTABLE = frozenset({"chain.sh", "interactive.sh", "submit-sweep.sh"})
+# Files for an optional part of the training environment: file -> the `training` field that must be set.
+ONLY_WITH = {"ray.sbatch.j2": "ray_version", "ray_tasks.py": "ray_version"}
 # The time limit the templates ask for, or the partition's MaxTime where that is shorter.
 TIME_LIMIT_MINUTES = 30
 
@@ -75,13 +78,46 @@ class PartitionRow:
 
 
 def template_partition(cluster: Cluster) -> TemplatePartition:
-    """The default partition when all its nodes have GPUs, else the first such partition, else the
-    default (the templates then run on CPUs)."""
-    default = next((item.name for item in cluster.inventory.partitions if item.default),
-                   cluster.inventory.partitions[0].name)
-    with_gpus = [name for name, members in cluster.partitions.items()
-                 if members.groups and all(group.gpus for group in members.groups)]
-    name = default if default in with_gpus or not with_gpus else with_gpus[0]
+    """Where the multi-node templates go: the default partition when all its nodes have GPUs, else
+    the first such partition, else the default (the templates then run on CPUs)."""
+    return _described(cluster, _first(_names(cluster, gpus=True), _default(cluster)))
+
+
+def one_gpu_partition(cluster: Cluster) -> TemplatePartition:
+    """Where the jobs of one GPU go (a sweep's tasks, the evaluation, the interactive shell): as
+    template_partition's, but not one whose nodes are given whole (OverSubscribe=EXCLUSIVE), where
+    one GPU would hold a node of several; that partition when there is no other."""
+    shared = _names(cluster, gpus=True, shared=True)
+    return _described(cluster, _first(shared, _default(cluster)) if shared else template_partition(cluster).name)
+
+
+def light_partition(cluster: Cluster) -> str:
+    """Where a job of one CPU for a few minutes goes (the sweep's collector): a shared partition
+    without GPUs, the default one first, else one_gpu_partition's."""
+    names = _names(cluster, gpus=False, shared=True)
+    return _first(names, _default(cluster)) if names else one_gpu_partition(cluster).name
+
+
+def _names(cluster: Cluster, gpus: bool, shared: bool = False) -> list[str]:
+    """The partitions whose nodes all have GPUs (gpus) or none has (not gpus), in inventory order;
+    with ``shared``, only those that do not give their nodes whole."""
+    return [item.name for item in cluster.inventory.partitions
+            if (groups := cluster.partitions[item.name].groups)
+            and all(bool(group.gpus) is gpus for group in groups)
+            and not (shared and item.oversubscribe == "EXCLUSIVE")]
+
+
+def _default(cluster: Cluster) -> str:
+    return next((item.name for item in cluster.inventory.partitions if item.default),
+                cluster.inventory.partitions[0].name)
+
+
+def _first(names: list[str], preferred: str) -> str:
+    """``preferred`` when it is among ``names``, else the first of them; ``preferred`` when there are none."""
+    return preferred if preferred in names or not names else names[0]
+
+
+def _described(cluster: Cluster, name: str) -> TemplatePartition:
     groups = cluster.partitions[name].groups
     gpu_counts = [group.gpus.count for group in groups if group.gpus]
     gpu_types = {group.gpus.type for group in groups if group.gpus}
@@ -144,8 +180,11 @@ def render_job_templates(cluster: Cluster) -> list[tuple[str, str, int]]:
     context = {
         "cluster_name": cluster.name,
         "partition": template_partition(cluster),
+        "one_gpu": one_gpu_partition(cluster),
+        "light_partition": light_partition(cluster),
         "partitions": partition_rows(cluster),
         "venv": training.venv_path,
+        "ray_version": training.ray_version,
         "examples_dir": training.examples_dir,
         "nccl": cluster.inventory.nccl.env,
         "nccl_conf_path": role_default("nccl_conf_path", project / "roles"),
@@ -153,6 +192,8 @@ def render_job_templates(cluster: Cluster) -> list[tuple[str, str, int]]:
     files = [(f"{EXAMPLES_BUILD_DIR}/{GUIDE}", (project / "docs" / GUIDE).read_text(encoding="utf-8"), 0o644)]
     for path in sorted(source.iterdir()):
         if path.name.startswith(("_", ".")) or not path.is_file():
+            continue
+        if path.name in ONLY_WITH and getattr(training, ONLY_WITH[path.name]) is None:
             continue
         if path.suffix == ".j2":
             name, text = path.stem, environment.get_template(path.name).render(context)

@@ -94,6 +94,37 @@ def test_an_environment_that_cannot_be_made_fails_the_task(tmp_path: Path) -> No
     assert PIP_TASK not in run.stdout
 
 
+def _fake_wheel(directory: Path, name: str, version: str) -> None:
+    """A wheel of package ``name`` at ``version`` that holds nothing but its metadata."""
+    directory.mkdir(exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: cluster-cli-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_a_ray_version_installs_ray_once_and_none_installs_no_ray(tmp_path: Path) -> None:
+    """training_env_ray_version: ray==VERSION beside the other pins, installed when missing, then left alone."""
+    wheels = tmp_path / "wheels"
+    _fake_wheel(wheels, "ray", "2.60.0")
+    venv = tmp_path / "venv"
+    variables = _variables(venv, []) | {"training_env_pip_args": ["--no-index", f"--find-links={wheels}"]}
+    without = run_tasks(tmp_path / "without", "training_env", ["install"], variables)
+    assert without.returncode == 0 and PIP_TASK in without.stdout, without.explain()
+    assert without.stdout.split(f"TASK [training_env : {PIP_TASK}]", 1)[1].split("\n", 1)[1].lstrip().startswith("skipping:")
+    variables["training_env_ray_version"] = "2.60.0"
+    first = run_tasks(tmp_path / "first", "training_env", ["install"], variables)
+    assert first.returncode == 0 and first.recap()["changed"] == 1, first.explain()  # pip, not the environment
+    assert list(venv.glob("lib/python3*/site-packages/ray-2.60.0.dist-info"))
+    again = run_tasks(tmp_path / "again", "training_env", ["install"], variables)
+    assert again.returncode == 0 and again.recap()["changed"] == 0, again.explain()
+
+
 def _fake_torch_wheel(directory: Path, reported: str) -> None:
     """torch 2.13.0 (its metadata) whose ``torch.__version__`` is ``reported``; None: its import fails."""
     directory.mkdir()

@@ -136,7 +136,10 @@ def test_chain_fsdp_and_sweep_run_to_their_checked_results(copy: Path) -> None:
 
 def _check_chain(copy: Path, train_job: str, eval_job: str) -> None:
     train_log = (copy / f"ddp-{train_job}.out").read_text()
-    assert len(set(re.findall(r"rank \d of 2 on (node\d)", train_log))) == 2, train_log[-2000:]
+    ranks = re.findall(r"rank \d of 2 on (node\d), device \w+, (\d+) CPUs", train_log)
+    assert len({node for node, _ in ranks}) == 2, train_log[-2000:]
+    # srun passed the job's --cpus-per-task on (22.05's srun would give each torchrun one CPU)
+    assert [cpus for _, cpus in ranks] == ["2", "2"], train_log[-2000:]
     metrics = json.loads(re.search(r"^metrics (.*)$", train_log, re.MULTILINE).group(1))
     assert metrics["world_size"] == 2 and metrics["accuracy"] > 0.6, metrics
     evaluated = re.search(r"^accuracy (\S+) on 5000", (copy / f"evaluate-{eval_job}.out").read_text())
@@ -148,7 +151,7 @@ def _check_chain(copy: Path, train_job: str, eval_job: str) -> None:
 
 
 def _check_fsdp(log: str) -> None:
-    stopped = re.search(r"stop requested: leaving at step (\d+)", log)
+    stopped = re.search(r"stop requested: checkpoint step-(\d+) written", log)
     resumed = re.search(r"resumed from the checkpoint of step (\d+)", log)
     assert stopped and resumed and stopped.group(1) == resumed.group(1), log[-3000:]
     assert "run 1 of job" in log and "finished: step 40" in log, log[-3000:]

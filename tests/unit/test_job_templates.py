@@ -12,7 +12,15 @@ import pytest
 from unit_helpers import SHIPPED_INVENTORIES
 
 from cluster_cli.loader import load_cluster
-from cluster_cli.render.job_templates import GUIDE, render_job_templates, template_partition
+from cluster_cli.errors import InventoryError
+from cluster_cli.render.job_templates import (
+    GUIDE,
+    ONLY_WITH,
+    light_partition,
+    one_gpu_partition,
+    render_job_templates,
+    template_partition,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "training" / "examples"
@@ -31,7 +39,8 @@ def _files(cluster) -> dict[str, str]:
 
 def test_files_without_the_template_suffix_are_copied_byte_for_byte(tmp_path: Path) -> None:
     files = _files(_cluster(tmp_path))
-    copied = [path for path in SOURCE.iterdir() if path.suffix != ".j2" and not path.name.startswith("_")]
+    copied = [path for path in SOURCE.iterdir()
+              if path.suffix != ".j2" and not path.name.startswith("_") and path.name not in ONLY_WITH]
     assert copied and all(files[path.name] == path.read_text() for path in copied)
     assert files[GUIDE] == (REPO / "docs" / GUIDE).read_text()
     assert not any(name.startswith("_") or name.endswith(".j2") for name in files)
@@ -91,3 +100,27 @@ def test_the_nccl_settings_are_listed_where_the_templates_use_gpus() -> None:
     files = _files(load_cluster(SHIPPED_INVENTORIES["gpu-cluster"]))
     assert "#   NCCL_SOCKET_IFNAME=bond0\n" in files["ddp.sbatch"]
     assert "# NCCL reads /etc/nccl.conf on every node" in files["fsdp.sbatch"]
+
+
+def test_jobs_of_one_gpu_avoid_a_partition_that_gives_nodes_whole() -> None:
+    cluster = load_cluster(SHIPPED_INVENTORIES["gpu-cluster"])
+    # train (the default, OverSubscribe=EXCLUSIVE) for the jobs over several nodes; one GPU of
+    # its nodes would hold a node of eight
+    assert [item.oversubscribe for item in cluster.inventory.partitions if item.name == "train"] == ["EXCLUSIVE"]
+    assert (template_partition(cluster).name, one_gpu_partition(cluster).name, light_partition(cluster)) == (
+        "train", "debug", "cpu")
+    files = _files(cluster)
+    assert "#SBATCH --partition=debug\n" in files["sweep.sbatch"] and "--partition=debug " in files["interactive.sh"]
+    assert "#SBATCH --partition=debug\n" in files["evaluate.sbatch"] and "--partition=cpu " in files["submit-sweep.sh"]
+    assert "#SBATCH --partition=train\n" in files["ddp.sbatch"]
+
+
+@pytest.mark.parametrize("examples_dir", ["/opt/cluster-training", "/opt/cluster-training/venv",
+                                          "/opt/cluster-training/venv/examples", "/srv/cluster-training"])
+def test_the_examples_directory_holds_nothing_else_the_deploy_made(tmp_path: Path, examples_dir: str) -> None:
+    # roles/login removes the files there that the build lacks
+    edited = tmp_path / "inventory.yaml"
+    edited.write_text(LOCAL.read_text().replace("  work_dir: /srv/cluster-training\n",
+                                                f"  work_dir: /srv/cluster-training\n  examples_dir: {examples_dir}\n"))
+    with pytest.raises(InventoryError, match=r"inventory.yaml:\d+: training.examples_dir: must be a directory of its own"):
+        load_cluster(edited)

@@ -296,7 +296,7 @@ def run(tmp_path: Path) -> Path:
 
 FAILED_AND_MISSING = """\
 ,3,0.2,32,,failed,exit 1,/logs/3.out
-,4,0.3,16,,failed,killed (no exit code),/logs/4.out
+,4,0.3,16,,failed,no exit code: running or killed,/logs/4.out
 ,5,0.3,32,,failed,no metrics.json,/logs/5.out
 ,6,0.4,16,,failed,metric val_loss missing,/logs/6.out
 ,7,0.4,32,,failed,metric val_loss not a finite number (nan),/logs/7.out
@@ -324,7 +324,7 @@ def test_collect_ranks_ok_tasks_best_first_then_failed_then_missing(
         "| 2 | 2 | 0.2 | 16 | 0.123457 | ok | - | /logs/2.out |\n"
         "| 3 | 0 | 0.10 | 16 | 0.5 | ok | - | /logs/0.out |\n"
         "| - | 3 | 0.2 | 32 | - | failed | exit 1 | /logs/3.out |\n"
-        "| - | 4 | 0.3 | 16 | - | failed | killed (no exit code) | /logs/4.out |\n"
+        "| - | 4 | 0.3 | 16 | - | failed | no exit code: running or killed | /logs/4.out |\n"
         "| - | 5 | 0.3 | 32 | - | failed | no metrics.json | /logs/5.out |\n"
         "| - | 6 | 0.4 | 16 | - | failed | metric val_loss missing | /logs/6.out |\n"
         "| - | 7 | 0.4 | 32 | - | failed | metric val_loss not a finite number (nan) | /logs/7.out |\n"
@@ -377,7 +377,7 @@ def test_collect_exits_0_when_every_task_is_ok_and_shows_no_log_without_sweep_js
     assert code == 1 and out.splitlines()[-1] == "3 tasks: 0 ok, 2 failed, 1 missing; best: none"
     assert (run / "results.csv").read_text().splitlines()[1:] == [
         ",0,0.1,,failed,exit 137,/logs/0.out",
-        ",1,0.2,,failed,killed (no exit code),/logs/1.out",
+        ",1,0.2,,failed,no exit code: running or killed,/logs/1.out",
         ",2,0.3,,missing,,",
     ]
 

@@ -23,12 +23,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the result here as JSON")
     args = parser.parse_args()
 
-    saved = torch.load(args.weights, map_location="cpu")
-    model = make_model(saved["hidden"])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    saved = torch.load(args.weights, map_location=device)
+    model = make_model(saved["hidden"]).to(device)
     model.load_state_dict(saved["weights"])
     inputs, labels = make_data(seed=4242, samples=args.samples)
     with torch.no_grad():
-        accuracy = float((model(inputs).argmax(dim=1) == labels).float().mean())
+        predicted = model(inputs.to(device)).argmax(dim=1).cpu()
+    accuracy = float((predicted == labels).float().mean())
     print(f"accuracy {accuracy:.4f} on {args.samples} held-out points ({args.weights})")
     if args.out:
         args.out.write_text(json.dumps({"accuracy": accuracy, "samples": args.samples}) + "\n")

@@ -7,9 +7,9 @@ the next step, with the same data it would have seen: a requeued job ends where 
 one would.
 
 Asking to stop: fsdp.sbatch touches CKPT_DIR/stop-requested when Slurm sends it USR1 (before the
-time limit, or on `scancel --batch --signal=USR1 JOB`). Rank 0 looks for that file after each step
-and tells the others, so all ranks stop at the same step; rank 0 writes that step into
-CKPT_DIR/stopped, and the batch script requeues the job.
+time limit, or on `scancel --batch --signal=USR1 JOB`). Rank 0 looks for that file before each step
+and tells the others, so all ranks stop at the same step, checkpointed; rank 0 writes that step
+into CKPT_DIR/stopped, and the batch script requeues the job.
 
     torchrun --nproc_per_node=2 fsdp_checkpoint.py --ckpt-dir /shared/me/ckpt
 """
@@ -82,20 +82,21 @@ def save(training: Training, ckpt_dir: Path, step: int) -> None:
 
 
 def resume(training: Training, ckpt_dir: Path) -> int:
-    """The step of the latest complete checkpoint, loaded into ``training``; 0 without one."""
-    latest = ckpt_dir / "latest"
-    if not latest.exists():
-        return 0
-    step = int(latest.read_text())
-    dcp.load({"training": training}, checkpoint_id=str(ckpt_dir / f"step-{step}"))
-    return step
+    """The step of the latest complete checkpoint, loaded into ``training``; 0 without one. Rank 0
+    reads `latest` and tells the others: on a shared file system with attribute caching, ranks on
+    other nodes could otherwise see another version of it and load another checkpoint."""
+    found = [int((ckpt_dir / "latest").read_text()) if (ckpt_dir / "latest").exists() else 0]
+    dist.broadcast_object_list(found, src=0)
+    if found[0]:
+        dcp.load({"training": training}, checkpoint_id=str(ckpt_dir / f"step-{found[0]}"))
+    return found[0]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckpt-dir", type=Path, required=True, help="on storage every node sees")
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--checkpoint-every", type=int, default=20)
+    parser.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints (>= 1)")
     parser.add_argument("--batch-size", type=int, default=64, help="per rank")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--hidden", type=int, default=128)
@@ -103,6 +104,8 @@ def main() -> int:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to wait after each step: slows this toy down to watch a checkpoint")
     args = parser.parse_args()
+    if args.checkpoint_every < 1:
+        parser.error("--checkpoint-every must be at least 1")
 
     device = start_process_group()
     rank = dist.get_rank()
@@ -115,8 +118,18 @@ def main() -> int:
         print(f"resumed from the checkpoint of step {start}" if start else "no checkpoint: starting at step 1",
               flush=True)
 
-    value = float("nan")
-    for step in range(start + 1, args.steps + 1):
+    value, saved, step = float("nan"), start, start
+    while step < args.steps:
+        # Asked to stop before this step: save what the last step left, unless a periodic save
+        # already did (a signal during that save must not cost a second one).
+        if stop_requested(args.ckpt_dir, device):
+            if saved != step:
+                save(training, args.ckpt_dir, step)
+            if rank == 0:
+                (args.ckpt_dir / "stopped").write_text(f"{step}\n")
+                print(f"stop requested: checkpoint step-{step} written, leaving for the requeue", flush=True)
+            break
+        step += 1
         # The batch depends only on (seed, step, rank): a resumed run sees the same data.
         inputs, labels = make_data(seed=(args.seed * 100_000 + step) * 1_000 + rank, samples=args.batch_size)
         training.optimizer.zero_grad()
@@ -125,19 +138,15 @@ def main() -> int:
         training.optimizer.step()
         value = loss.item()
         time.sleep(args.pause)
-        stopping = stop_requested(args.ckpt_dir, device)
-        if step % args.checkpoint_every == 0 or stopping:
+        if step % args.checkpoint_every == 0:
             save(training, args.ckpt_dir, step)
+            saved = step
             if rank == 0:
                 print(f"step {step}/{args.steps} loss {value:.4f}: checkpoint step-{step} written", flush=True)
-        if stopping:
-            if rank == 0:
-                (args.ckpt_dir / "stopped").write_text(f"{step}\n")
-                print(f"stop requested: leaving at step {step} for the requeue", flush=True)
-            break
     else:
         if rank == 0:
-            print(f"finished: step {args.steps} loss {value:.4f}", flush=True)
+            print(f"finished: step {args.steps}" + (f" loss {value:.4f}" if step > start else " (already done)"),
+                  flush=True)
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -291,7 +291,8 @@ def outcome(folder: Path, metric: str) -> tuple[float | None, str]:
     try:
         code = (folder / "exit-code").read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        return None, "killed (no exit code)"  # Slurm ended it before the batch script could write one
+        # still running, or Slurm ended it before the batch script could write one
+        return None, "no exit code: running or killed"
     except (OSError, ValueError):
         return None, "exit-code unreadable"
     if code != "0":

@@ -89,7 +89,8 @@ def main() -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     inputs, labels = make_data(seed=args.seed * 1000 + rank, samples=args.steps * args.batch_size)
     node = os.environ.get("SLURMD_NODENAME", os.uname().nodename)
-    print(f"rank {rank} of {world} on {node}, device {device}", flush=True)
+    cpus = len(os.sched_getaffinity(0))  # what Slurm gave the job step on this node (--cpus-per-task)
+    print(f"rank {rank} of {world} on {node}, device {device}, {cpus} CPUs", flush=True)
 
     value = 0.0
     for step in range(1, args.steps + 1):
