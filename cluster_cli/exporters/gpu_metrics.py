@@ -37,7 +37,7 @@ METRICS = {
     "temperature_celsius": ("gauge", "GPU core temperature"),
     "power_watts": ("gauge", "power draw"),
     "ecc_errors_total": ("counter", "ECC memory errors since the counters were last cleared (aggregate)"),
-    "slurm_job": ("gauge", "1 per Slurm job with a process on the GPU (job=\"\" for a process outside Slurm)"),
+    "slurm_job": ("gauge", "1 per Slurm job with a process on the GPU (slurm_job_id=\"\" for a process outside Slurm)"),
     "exporter_errors": ("gauge", "NVML calls of this scrape that failed other than NOT_SUPPORTED"),
     "exporter_scrape_seconds": ("gauge", "time this scrape took"),
 }
@@ -125,7 +125,8 @@ def _gpu(nvml: ModuleType, scrape: Scrape, index: int, driver: str, proc: Path) 
             scrape.add("ecc_errors_total", {**labels, "type": kind}, count)
     processes = read("nvmlDeviceGetComputeRunningProcesses") or []
     for job in sorted({job_of(process.pid, proc) for process in processes}):
-        scrape.add("slurm_job", {**labels, "job": job}, 1)
+        # not `job`: Prometheus sets that label itself (the scrape job) and would rename this one
+        scrape.add("slurm_job", {**labels, "slurm_job_id": job}, 1)
 
 
 def _watts(milliwatts: int | None) -> float | None:

@@ -100,7 +100,7 @@ def _scrape_until_held(proof: Proof, gpu_metrics: Any, nvml: Any, holder: Any) -
     deadline = time.monotonic() + 60
     while True:
         scrape = gpu_metrics.collect(nvml)
-        jobs = [labels.get("job") for name, labels, _ in scrape.samples if name == "slurm_job"]
+        jobs = [labels.get("slurm_job_id") for name, labels, _ in scrape.samples if name == "slurm_job"]
         held = str(jobs[0]) if holder is not None and jobs and all(jobs) else ""
         if holder is None or (len(jobs) >= len(proof.gpus) and all(jobs)) or time.monotonic() > deadline:
             return scrape, held
@@ -130,7 +130,7 @@ def metrics_problems(samples: list[tuple[str, dict[str, str], float]], gpus: lis
             if not low <= value <= high:
                 problems.append(f"{uuid}: {metric} {value} outside {low}..{high}")
     if job is not None:
-        jobs = {labels["uuid"]: labels["job"] for name, labels, _ in samples if name == "slurm_job"}
+        jobs = {labels["uuid"]: labels["slurm_job_id"] for name, labels, _ in samples if name == "slurm_job"}
         missing = [gpu.uuid for gpu in gpus if jobs.get(gpu.uuid) != job]
         if not job or missing:
             problems.append(f"the job holding the GPUs ({job or 'none seen'}) is not named on {missing or 'them'}")

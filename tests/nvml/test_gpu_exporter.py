@@ -79,8 +79,8 @@ def test_the_job_of_each_process_on_a_gpu(lib_dir: Path, tmp_path: Path) -> None
     finally:
         in_job.kill()
         outside.kill()
-    assert 'cluster_gpu_slurm_job{gpu="0",uuid="GPU-00000000-0000-4000-8000-0000000000aa",job="4242"} 1' in out
-    assert 'job=""} 1' in out  # the process outside Slurm
+    assert 'cluster_gpu_slurm_job{gpu="0",uuid="GPU-00000000-0000-4000-8000-0000000000aa",slurm_job_id="4242"} 1' in out
+    assert 'slurm_job_id=""} 1' in out  # the process outside Slurm
     assert 'cluster_gpu_slurm_job{gpu="1"' not in out  # no process there
 
 
