@@ -11,6 +11,7 @@ from pathlib import Path
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.alert_rules import render_alert_rules
 from cluster_cli.render.cgroup_conf import render_cgroup_conf
+from cluster_cli.render.dashboards import render_dashboards
 from cluster_cli.render.gres_conf import render_gres_conf
 from cluster_cli.render.health_conf import render_health_document
 from cluster_cli.render.job_templates import render_job_templates
@@ -30,7 +31,7 @@ class RenderedFile:
 
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
-    cluster's Prometheus, the job templates for login hosts; slurmdbd.conf only with accounting."""
+    cluster's Prometheus and its dashboards, the job templates for login hosts; slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
         RenderedFile("slurm/gres.conf", render_gres_conf(cluster)),
@@ -39,6 +40,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
         RenderedFile("monitoring/cluster-alerts.yml", render_alert_rules(cluster)),
     ]
     files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
+    files += [RenderedFile(path, text) for path, text in render_dashboards(cluster).items()]
     files += [RenderedFile(path, text, mode) for path, text, mode in render_job_templates(cluster)]
     topology = render_topology_conf(cluster)
     if topology is not None:
