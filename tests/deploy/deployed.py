@@ -97,3 +97,21 @@ def deploy_fresh(inventory: Path, ports: tuple[int, ...], state_home: Path) -> D
     if first.returncode != 0:
         pytest.fail(f"deploy failed (exit {first.returncode}):\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}")
     return DeployedCluster(inventory, state_home, first)
+
+
+def run_as(user: str, *argv: str, cwd: Path, timeout: float = 120, stdin: str | None = None) -> str:
+    """``argv`` run as ``user`` (runuser) in ``cwd``; its output, or a failed assertion with both streams."""
+    done = subprocess.run(["runuser", "-u", user, "--", *argv], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def user_copy(user: str, source: Path, name: str) -> Path:
+    """A fresh copy of ``source`` (the installed job templates) that ``user`` made in its home, as ~/NAME."""
+    home = Path(subprocess.run(["getent", "passwd", user], capture_output=True, text=True, check=True).stdout.split(":")[5])
+    target = home / name
+    if target.exists():
+        shutil.rmtree(target)
+    run_as(user, "cp", "-r", str(source), str(target), cwd=home)
+    return target

@@ -24,7 +24,7 @@ import pytest
 from cluster_cli.loader import load_cluster
 from cluster_cli.render.job_templates import template_partition
 from cluster_cli.smoke.checks_training import REQUEUE_START
-from deployed import DeployedCluster
+from deployed import DeployedCluster, run_as, user_copy
 
 pytestmark = [pytest.mark.deploy, pytest.mark.training]
 
@@ -44,10 +44,7 @@ steps = [60]
 
 
 def as_user(*argv: str, cwd: Path, timeout: float = 120, stdin: str | None = None) -> str:
-    done = subprocess.run(["runuser", "-u", USER, "--", *argv], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
+    return run_as(USER, *argv, cwd=cwd, timeout=timeout, stdin=stdin)
 
 
 def wait_for(condition, what: str, timeout: float = 600, step: float = 2.0):
@@ -87,12 +84,7 @@ def copy(deployed_cluster: DeployedCluster) -> Path:
     cluster = load_cluster(deployed_cluster.inventory)
     installed = Path(cluster.inventory.training.examples_dir)
     assert (installed / "ddp.sbatch").is_file() and (installed / "using-the-cluster.md").is_file()
-    home = Path(subprocess.run(["getent", "passwd", USER], capture_output=True, text=True, check=True)
-                .stdout.split(":")[5])
-    target = home / "examples"
-    if target.exists():
-        shutil.rmtree(target)
-    as_user("cp", "-r", str(installed), str(target), cwd=home)
+    target = user_copy(USER, installed, "examples")
     (target / "test-space.toml").write_text(SPACE)
     shutil.chown(target / "test-space.toml", USER)
     return target

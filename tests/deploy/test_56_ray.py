@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ import pytest
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.model import Training
-from deployed import DeployedCluster
+from deployed import DeployedCluster, run_as, user_copy
 
 RAY_VERSION = "2.60.0"
 USER = "alice"
@@ -41,10 +40,7 @@ pytestmark = [
 
 
 def as_user(*argv: str, cwd: Path, timeout: float = 120) -> str:
-    done = subprocess.run(["runuser", "-u", USER, "--", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
+    return run_as(USER, *argv, cwd=cwd, timeout=timeout)
 
 
 def _deploy(cluster: DeployedCluster, inventory: Path) -> None:
@@ -73,12 +69,7 @@ def test_ray_over_two_nodes_runs_tasks_on_both_and_cleans_up(with_ray: Training)
     installed = Path(with_ray.examples_dir)
     assert (installed / "ray.sbatch").is_file() and (installed / "ray_tasks.py").is_file()
 
-    home = Path(subprocess.run(["getent", "passwd", USER], capture_output=True, text=True, check=True)
-                .stdout.split(":")[5])
-    copy = home / "ray-examples"
-    if copy.exists():
-        shutil.rmtree(copy)
-    as_user("cp", "-r", str(installed), str(copy), cwd=home)
+    copy = user_copy(USER, installed, "ray-examples")
     job = as_user("sbatch", "--parsable", "ray.sbatch", cwd=copy).strip()
 
     end = time.monotonic() + 300
