@@ -31,7 +31,8 @@ class RenderedFile:
 
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
-    cluster's Prometheus and its dashboards, the job templates for login hosts; slurmdbd.conf only with accounting."""
+    cluster's Prometheus and its dashboards, the job templates where there are login hosts;
+    slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
         RenderedFile("slurm/gres.conf", render_gres_conf(cluster)),
@@ -41,7 +42,10 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     ]
     files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_dashboards(cluster).items()]
-    files += [RenderedFile(path, text, mode) for path, text, mode in render_job_templates(cluster)]
+    if any("login" in host.roles for host in cluster.hosts.values()):
+        # only login hosts get them (roles/login); a cluster without one, the GPU proof's among
+        # them (its kit carries no templates), has none to render
+        files += [RenderedFile(path, text, mode) for path, text, mode in render_job_templates(cluster)]
     topology = render_topology_conf(cluster)
     if topology is not None:
         files.append(RenderedFile("slurm/topology.conf", topology))
