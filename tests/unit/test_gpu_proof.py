@@ -185,7 +185,7 @@ def _samples(uuid: str, memory_bytes: int, temperature: float, job: str | None) 
     samples = [("info", {**labels, "name": "NVIDIA H200"}, 1.0), ("memory_total_bytes", labels, float(memory_bytes)),
                ("temperature_celsius", labels, temperature), ("power_watts", labels, 89.1)]
     if job is not None:
-        samples.append(("slurm_job", {**labels, "job": job}, 1.0))
+        samples.append(("slurm_job", {**labels, "slurm_job_id": job}, 1.0))
     return samples
 
 
