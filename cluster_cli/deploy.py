@@ -20,7 +20,6 @@ from cluster_cli.ansible.runner import (
     PlaybookOptions,
     PlaybookResult,
     TaskFailure,
-    project_dir,
     run_ad_hoc,
     run_playbook,
 )
@@ -31,7 +30,7 @@ from cluster_cli.deployed import DeployedRecord, load_record
 from cluster_cli.errors import ClusterCliError, ExitCode
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.ownership import expected_secrets
-from cluster_cli.paths import cluster_state_dir, default_build_dir
+from cluster_cli.paths import cluster_state_dir, default_build_dir, project_dir
 from cluster_cli.plan import Impact, Plan, plan_cluster
 from cluster_cli.probe import accounting_host
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory

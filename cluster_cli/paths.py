@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cluster_cli.errors import ClusterCliError
+
 
 def cluster_state_dir(cluster_name: str) -> Path:
     """``$XDG_STATE_HOME/cluster-cli/CLUSTER`` (default ``~/.local/state/cluster-cli/CLUSTER``)."""
@@ -37,3 +39,14 @@ def project_root() -> Path | None:
         if (candidate / "playbooks" / "site.yml").is_file() and (candidate / "roles").is_dir():
             return candidate
     return None
+
+
+def project_dir() -> Path:
+    """project_root(), or the error that says where it was looked for and how to point at it."""
+    root = project_root()
+    if root is None:
+        raise ClusterCliError(
+            f"cannot find playbooks/site.yml and roles/ (looked in ${PROJECT_DIR_VARIABLE}, the source "
+            "checkout and the installed package): reinstall cluster-cli or set that variable"
+        )
+    return root

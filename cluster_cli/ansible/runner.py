@@ -22,23 +22,12 @@ from typing import Any
 
 from cluster_cli.ansible.forks import forks_environment
 from cluster_cli.errors import ClusterCliError
-from cluster_cli.paths import PROJECT_DIR_VARIABLE, project_root
+from cluster_cli.paths import project_dir
 
 PLUGIN_DIR = Path(__file__).parent / "callback_plugins"
 # The project is the Ansible collection cluster_cli.slurm (galaxy.yml), whose roles name its modules
 # and plugins by their fully qualified names.
 COLLECTION_NAMESPACE, COLLECTION_NAME = "cluster_cli", "slurm"
-
-
-def project_dir() -> Path:
-    """The directory holding ansible.cfg, playbooks/ and roles/ (see paths.project_root)."""
-    root = project_root()
-    if root is None:
-        raise ClusterCliError(
-            f"cannot find playbooks/site.yml and roles/ (looked in ${PROJECT_DIR_VARIABLE}, the source "
-            "checkout and the installed package): reinstall cluster-cli or set that variable"
-        )
-    return root
 
 
 @contextmanager

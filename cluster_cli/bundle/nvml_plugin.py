@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from cluster_cli.ansible.runner import project_dir, run_playbook
+from cluster_cli.ansible.runner import run_playbook
 from cluster_cli.apt_repo import ARCH
 from cluster_cli.bundle.packages import NVML_PLUGIN_PACKAGE
 from cluster_cli.errors import ClusterCliError, RefusedError
+from cluster_cli.paths import project_dir
 
 #: roles/slurm_build's default repository: a build already there is reused, not redone.
 REPO_DIR = Path("/var/lib/cluster-cli/slurm-repo")

@@ -6,11 +6,9 @@ bundle and the roles cannot drift; which roles a cluster runs comes from its res
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
-from cluster_cli.paths import project_root
+from cluster_cli.paths import project_dir
 from cluster_cli.render.ansible_inventory import pam_adopt_node
 from cluster_cli.role_defaults import RoleDefaultError, role_default
 
@@ -33,15 +31,13 @@ INFINIBAND = "nccl_ib_packages"
 
 def package_list(variable: str) -> tuple[str, ...]:
     """A list variable of its role's defaults (roles/ROLE/defaults/main.yml)."""
-    root = project_root()
-    if root is None:
-        raise ClusterCliError("cannot find roles/ (reinstall cluster-cli or set CLUSTER_CLI_PROJECT_DIR)")
+    root = project_dir()
     try:
-        value = role_default(variable, Path(root) / "roles")
+        value = role_default(variable, root / "roles")
     except RoleDefaultError as error:
         raise ClusterCliError(str(error)) from None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ClusterCliError(f"{Path(root) / 'roles'}: {variable} is not a list of package names")
+        raise ClusterCliError(f"{root / 'roles'}: {variable} is not a list of package names")
     return tuple(value)
 
 

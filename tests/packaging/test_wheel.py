@@ -71,7 +71,7 @@ def test_the_installed_package_finds_its_playbooks_roles_and_training_jobs(insta
     done = outside(
         installed,
         "-c",
-        "import cluster_cli; from cluster_cli.ansible.runner import project_dir;"
+        "import cluster_cli; from cluster_cli.paths import project_dir;"
         "from cluster_cli.smoke.target import DEFAULT_TRAINING_DIR;"
         "print(cluster_cli.__file__); print(project_dir()); print(DEFAULT_TRAINING_DIR)",
     )
