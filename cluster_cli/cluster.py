@@ -47,6 +47,12 @@ class Cluster:
         return self.inventory.cluster_name
 
     @cached_property
+    def default_partition(self) -> str:
+        """The partition marked default, else the first (Slurm's own choice without a default)."""
+        partitions = self.inventory.partitions
+        return next((partition.name for partition in partitions if partition.default), partitions[0].name)
+
+    @cached_property
     def partition_nodes(self) -> dict[str, list[str]]:
         """Each partition's node names, in the order given, without repeats."""
         return {name: members.names for name, members in self.partitions.items()}

@@ -42,7 +42,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     ]
     files += [RenderedFile(path, text) for path, text in render_health_document(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_dashboards(cluster).items()]
-    if any("login" in host.roles for host in cluster.hosts.values()):
+    if cluster.inventory.login:
         # only login hosts get them (roles/login); a cluster without one, the GPU proof's among
         # them (its kit carries no templates), has none to render
         files += [RenderedFile(path, text, mode) for path, text, mode in render_job_templates(cluster)]

@@ -10,13 +10,12 @@ for a cluster whose `training` section sets the field named there (Ray's templat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import jinja2
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import NodeGroup, Partition
-from cluster_cli.paths import project_root
+from cluster_cli.paths import project_dir
 from cluster_cli.render.mem_defaults import group_cpus
 from cluster_cli.role_defaults import role_default
 from cluster_cli.slurm_associations import minutes
@@ -80,22 +79,26 @@ class PartitionRow:
 def template_partition(cluster: Cluster) -> TemplatePartition:
     """Where the multi-node templates go: the default partition when all its nodes have GPUs, else
     the first such partition, else the default (the templates then run on CPUs)."""
-    return _described(cluster, _first(_names(cluster, gpus=True), _default(cluster)))
+    return _described(cluster, _first(_names(cluster, gpus=True), cluster.default_partition))
 
 
 def one_gpu_partition(cluster: Cluster) -> TemplatePartition:
     """Where the jobs of one GPU go (a sweep's tasks, the evaluation, the interactive shell): as
     template_partition's, but not one whose nodes are given whole (OverSubscribe=EXCLUSIVE), where
     one GPU would hold a node of several; that partition when there is no other."""
-    shared = _names(cluster, gpus=True, shared=True)
-    return _described(cluster, _first(shared, _default(cluster)) if shared else template_partition(cluster).name)
+    return _described(cluster, _one_gpu_name(cluster))
 
 
 def light_partition(cluster: Cluster) -> str:
     """Where a job of one CPU for a few minutes goes (the sweep's collector): a shared partition
     without GPUs, the default one first, else one_gpu_partition's."""
     names = _names(cluster, gpus=False, shared=True)
-    return _first(names, _default(cluster)) if names else one_gpu_partition(cluster).name
+    return _first(names, cluster.default_partition) if names else _one_gpu_name(cluster)
+
+
+def _one_gpu_name(cluster: Cluster) -> str:
+    shared = _names(cluster, gpus=True, shared=True)
+    return _first(shared or _names(cluster, gpus=True), cluster.default_partition)
 
 
 def _names(cluster: Cluster, gpus: bool, shared: bool = False) -> list[str]:
@@ -105,11 +108,6 @@ def _names(cluster: Cluster, gpus: bool, shared: bool = False) -> list[str]:
             if (groups := cluster.partitions[item.name].groups)
             and all(bool(group.gpus) is gpus for group in groups)
             and not (shared and item.oversubscribe == "EXCLUSIVE")]
-
-
-def _default(cluster: Cluster) -> str:
-    return next((item.name for item in cluster.inventory.partitions if item.default),
-                cluster.inventory.partitions[0].name)
 
 
 def _first(names: list[str], preferred: str) -> str:
@@ -159,16 +157,9 @@ def _span(values: list[int]) -> str:
     return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
 
 
-def _project() -> Path:
-    root = project_root()
-    if root is None:
-        raise FileNotFoundError("the project's directory (training/examples, roles/) is not found")
-    return root
-
-
 def render_job_templates(cluster: Cluster) -> list[tuple[str, str, int]]:
     """(build directory path, text, mode) of every example and the user guide."""
-    project = _project()
+    project = project_dir()
     source = project / "training" / "examples"
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(source), undefined=jinja2.StrictUndefined,

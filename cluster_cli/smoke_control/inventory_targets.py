@@ -15,11 +15,6 @@ from cluster_cli.smoke import SmokeTarget
 from cluster_cli.smoke_control import accounting_targets
 
 
-def default_partition(cluster: Cluster) -> str:
-    partitions = cluster.inventory.partitions
-    return next((partition.name for partition in partitions if partition.default), partitions[0].name)
-
-
 def _device_glob(devices: tuple[str, ...]) -> str:
     """``/dev/fake-gpu/nvidia0`` -> ``/dev/fake-gpu/nvidia[0-9]*``."""
     first = Path(devices[0])
@@ -27,7 +22,7 @@ def _device_glob(devices: tuple[str, ...]) -> str:
 
 
 def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s: float = 180.0) -> SmokeTarget:
-    name = partition or default_partition(cluster)
+    name = partition or cluster.default_partition
     if name not in cluster.partition_nodes:
         raise ClusterCliError(f"no partition '{name}' (partitions: {', '.join(cluster.partition_nodes)})")
     nodes = [cluster.node(node) for node in cluster.partition_nodes[name]]

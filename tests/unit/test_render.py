@@ -398,7 +398,7 @@ def test_the_database_password_is_only_in_slurmdbd_conf(name, monkeypatch):
     assert f"StoragePass={PASSWORD}" in settings_of(slurmdbd.content)
     assert not any(item.secret for item in files if item is not slurmdbd)
     # world-readable; executable only the job templates a user runs with bash
-    with_login = any("login" in host.roles for host in cluster.hosts.values())
+    with_login = bool(cluster.inventory.login)
     assert {item.path: item.mode for item in files if item.mode != 0o644 and item is not slurmdbd} == {
         f"examples/{name}": 0o755 for name in ("chain.sh", "interactive.sh", "submit-sweep.sh") if with_login
     }
