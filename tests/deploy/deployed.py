@@ -7,11 +7,16 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import yaml
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_INVENTORY = REPO / "inventories" / "local" / "inventory.yaml"
@@ -115,3 +120,14 @@ def user_copy(user: str, source: Path, name: str) -> Path:
         shutil.rmtree(target)
     run_as(user, "cp", "-r", str(source), str(target), cwd=home)
     return target
+
+
+def wait_for(condition: Callable[[], T], what: str, timeout: float = 600, step: float = 2.0) -> T:
+    """``condition()``'s first true answer, asked every ``step`` seconds; a failed assertion after ``timeout``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = condition()
+        if found:
+            return found
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

@@ -16,7 +16,6 @@ import math
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ import pytest
 from cluster_cli.loader import load_cluster
 from cluster_cli.render.job_templates import template_partition
 from cluster_cli.smoke.checks_training import REQUEUE_START
-from deployed import DeployedCluster, run_as, user_copy
+from deployed import DeployedCluster, run_as, user_copy, wait_for
 
 pytestmark = [pytest.mark.deploy, pytest.mark.training]
 
@@ -45,16 +44,6 @@ steps = [60]
 
 def as_user(*argv: str, cwd: Path, timeout: float = 120, stdin: str | None = None) -> str:
     return run_as(USER, *argv, cwd=cwd, timeout=timeout, stdin=stdin)
-
-
-def wait_for(condition, what: str, timeout: float = 600, step: float = 2.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = condition()
-        if found:
-            return found
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def job_states(*jobs: str) -> dict[str, str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.model import Training
-from deployed import DeployedCluster, run_as, user_copy
+from deployed import DeployedCluster, run_as, user_copy, wait_for
 
 RAY_VERSION = "2.60.0"
 USER = "alice"
@@ -72,14 +71,12 @@ def test_ray_over_two_nodes_runs_tasks_on_both_and_cleans_up(with_ray: Training)
     copy = user_copy(USER, installed, "ray-examples")
     job = as_user("sbatch", "--parsable", "ray.sbatch", cwd=copy).strip()
 
-    end = time.monotonic() + 300
-    state = ""
-    while time.monotonic() < end:
+    def ended() -> str:
         state = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", job], capture_output=True,
                                text=True, check=True).stdout.strip()
-        if state and state not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
-            break
-        time.sleep(2)
+        return state if state not in ("", "PENDING", "RUNNING", "REQUEUED", "COMPLETING") else ""
+
+    state = wait_for(ended, f"job {job} to end", timeout=300)
     log = (copy / f"ray-{job}.out").read_text()
     assert state == "COMPLETED", f"job {job}: {state}\n{log[-5000:]}"
 

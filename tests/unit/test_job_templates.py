@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from unit_helpers import SHIPPED_INVENTORIES
+from unit_helpers import SHIPPED_INVENTORIES, local_cluster
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.errors import InventoryError
@@ -24,13 +24,6 @@ from cluster_cli.render.job_templates import (
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "training" / "examples"
-LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
-
-
-def _cluster(tmp_path: Path, edit=lambda text: text):
-    path = tmp_path / "inventory.yaml"
-    path.write_text(edit(LOCAL.read_text()))
-    return load_cluster(path)
 
 
 def _files(cluster) -> dict[str, str]:
@@ -38,7 +31,7 @@ def _files(cluster) -> dict[str, str]:
 
 
 def test_files_without_the_template_suffix_are_copied_byte_for_byte(tmp_path: Path) -> None:
-    files = _files(_cluster(tmp_path))
+    files = _files(local_cluster(tmp_path))
     copied = [path for path in SOURCE.iterdir()
               if path.suffix != ".j2" and not path.name.startswith("_") and path.name not in ONLY_WITH]
     assert copied and all(files[path.name] == path.read_text() for path in copied)
@@ -60,7 +53,7 @@ def test_every_script_parses_and_nothing_is_left_unrendered(name: str, tmp_path:
 
 
 def test_the_templates_ask_for_the_default_partitions_gpus_by_type(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     files = _files(cluster)
     assert "#SBATCH --partition=debug\n#SBATCH --gpus-per-node=fake:1  # fake GPUs\n" in files["ddp.sbatch"]
     assert "#SBATCH --gpus=fake:1\n#SBATCH --cpus-per-task=2\n" in files["sweep.sbatch"]
@@ -77,7 +70,7 @@ def test_a_default_partition_without_gpus_gives_way_to_one_with_them(tmp_path: P
                             "  - name: cpu\n    nodes: [cpu]\n    default: true\n"
                             "  - name: gpu\n    nodes: [local]\n    max_time: \"00:10:00\"\n")
 
-    partition = template_partition(_cluster(tmp_path, edit))
+    partition = template_partition(local_cluster(tmp_path, edit))
     assert (partition.name, partition.gpu_request, partition.time_limit) == ("gpu", "fake:1", "00:10:00")
 
 
@@ -87,7 +80,7 @@ def test_a_cluster_without_gpus_runs_the_templates_on_cpus(tmp_path: Path) -> No
         end = text.index("      fake: true\n") + len("      fake: true\n")
         return text[:start] + text[end:]
 
-    cluster = _cluster(tmp_path, cpu_only)
+    cluster = local_cluster(tmp_path, cpu_only)
     partition = template_partition(cluster)
     assert (partition.gpus_per_node, partition.gpu_request, partition.cpus_per_gpu) == (0, "", 2)
     files = _files(cluster)
@@ -119,8 +112,6 @@ def test_jobs_of_one_gpu_avoid_a_partition_that_gives_nodes_whole() -> None:
                                           "/opt/cluster-training/venv/examples", "/srv/cluster-training"])
 def test_the_examples_directory_holds_nothing_else_the_deploy_made(tmp_path: Path, examples_dir: str) -> None:
     # roles/login removes the files there that the build lacks
-    edited = tmp_path / "inventory.yaml"
-    edited.write_text(LOCAL.read_text().replace("  work_dir: /srv/cluster-training\n",
-                                                f"  work_dir: /srv/cluster-training\n  examples_dir: {examples_dir}\n"))
     with pytest.raises(InventoryError, match=r"inventory.yaml:\d+: training.examples_dir: must be a directory of its own"):
-        load_cluster(edited)
+        local_cluster(tmp_path, lambda text: text.replace(
+            "  work_dir: /srv/cluster-training\n", f"  work_dir: /srv/cluster-training\n  examples_dir: {examples_dir}\n"))

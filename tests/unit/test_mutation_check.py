@@ -3,30 +3,19 @@ what it says, and names tests that exist (the run itself needs the test bed: mol
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
+from unit_helpers import module_from_file
 
 from cluster_cli.smoke.registry import CHECK_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutation_check", REPO / "molecule" / "mutation_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTATION_CHECK = _load()
+MUTATION_CHECK = module_from_file("mutation_check", REPO / "molecule" / "mutation_check.py")
 INVENTORY = "cluster_name: mc\nslurm:\n  conf:\n    SlurmdTimeout: 20\n"
 
 

@@ -26,7 +26,8 @@ from cluster_cli.loader import load_cluster
 from cluster_cli.plan import Impact
 from cluster_cli.probe import HostProbe, agent
 
-from test_plan import MUNGE_KEY, _cluster, _converged_probe, _plan, _rendered
+from test_plan import MUNGE_KEY, _converged_probe, _plan, _rendered
+from unit_helpers import local_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
@@ -101,7 +102,7 @@ def test_hosts_with_the_same_finding_share_one_line_each_secret_its_own(local) -
 def test_the_plan_lists_a_foreign_host_as_a_conflict_and_none_of_its_differences_as_changes(tmp_path: Path) -> None:
     """The reproduction of issue 31 item 0: another inventory, its own state_dir and secrets, on a
     host where cluster 'local' runs with a job: no "node remove" (a drain), no "drift"."""
-    other = _cluster(tmp_path, lambda text: text.replace("cluster_name: local", "cluster_name: hetero")
+    other = local_cluster(tmp_path, lambda text: text.replace("cluster_name: local", "cluster_name: hetero")
                      .replace("node[1-3]", "h100-[1-3]"))
     rendered = _rendered(other)
     probe = _converged_probe(other, rendered)
@@ -122,7 +123,7 @@ def test_the_plan_lists_a_foreign_host_as_a_conflict_and_none_of_its_differences
 
 
 def test_hosts_the_record_does_not_know_that_hold_this_clusters_files_and_key_are_recovered(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = HostProbe(**{**_converged_probe(cluster, rendered).__dict__, "owner": _owner()})
     assert _plan(cluster, rendered, probe).unrecorded == ["localhost"]

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from unit_helpers import local_cluster
 
 from cluster_cli.deploy import batch_vars
 from cluster_cli.render.ansible_inventory import host_reach, render_retired_inventory
@@ -26,15 +27,8 @@ from cluster_cli.probe import HostProbe
 from cluster_cli.render import render_configs
 
 REPO = Path(__file__).resolve().parents[2]
-LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
 MUNGE_KEY = b"k" * 1024
 VERSION = "22.05.8-4+deb12u3"
-
-
-def _cluster(tmp_path: Path, edit=lambda text: text):
-    path = tmp_path / "inventory.yaml"
-    path.write_text(edit(LOCAL.read_text()))
-    return load_cluster(path)
 
 
 def _rendered(cluster) -> dict[str, str]:
@@ -74,7 +68,7 @@ def _host_holds(probe: HostProbe, path: str, text: str) -> None:
 
 
 def test_a_converged_cluster_has_no_change_and_exit_0(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     plan = _plan(cluster, rendered, _converged_probe(cluster, rendered))
     assert plan.changes == [] and plan.exit_code is ExitCode.OK
@@ -85,7 +79,7 @@ def test_a_converged_cluster_has_no_change_and_exit_0(tmp_path: Path) -> None:
 
 
 def test_the_login_host_holds_every_job_template_and_a_changed_one_is_a_file_change(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     held = {item.path: item.source for item in files_by_host(cluster, rendered, MUNGE_KEY)["localhost"]}
     examples = {path: source for path, source in held.items() if source.startswith("examples/")}
@@ -100,8 +94,8 @@ def test_the_login_host_holds_every_job_template_and_a_changed_one_is_a_file_cha
 
 
 def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path) -> None:
-    old = _cluster(tmp_path)
-    new = _cluster(tmp_path, lambda text: text.replace('max_time: "01:00:00"', 'max_time: "02:00:00"'))
+    old = local_cluster(tmp_path)
+    new = local_cluster(tmp_path, lambda text: text.replace('max_time: "01:00:00"', 'max_time: "02:00:00"'))
     probe = _converged_probe(old, _rendered(old))
     _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
     plan = _plan(new, _rendered(new), probe)
@@ -115,8 +109,8 @@ def test_a_partition_change_is_a_reconfigure_and_restarts_nothing(tmp_path: Path
 
 
 def test_a_node_memory_change_restarts_slurmctld_and_every_slurmd(tmp_path: Path) -> None:
-    old = _cluster(tmp_path)
-    new = _cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
+    old = local_cluster(tmp_path)
+    new = local_cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
     probe = _converged_probe(old, _rendered(old))
     _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
     restarts = {change.subject for change in _plan(new, _rendered(new), probe).changes
@@ -125,7 +119,7 @@ def test_a_node_memory_change_restarts_slurmctld_and_every_slurmd(tmp_path: Path
 
 
 def test_a_cluster_deployed_before_the_memory_defaults_and_gpu_types_restarts_slurmctld(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     new = rendered["slurm/slurm.conf"]
     old = new.replace("AccountingStorageTRES=gres/gpu,gres/gpu:fake\n", "AccountingStorageTRES=gres/gpu\n")
@@ -145,7 +139,7 @@ def test_a_cluster_deployed_before_the_memory_defaults_and_gpu_types_restarts_sl
 
 
 def test_a_hand_edit_since_the_last_deploy_is_drift(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     record = DeployedRecord(tmp_path / "deployed.json")
     record.update(files_by_host(cluster, rendered, MUNGE_KEY), ["localhost"])
@@ -161,7 +155,7 @@ def test_a_hand_edit_since_the_last_deploy_is_drift(tmp_path: Path) -> None:
 
 
 def test_a_secret_file_is_compared_by_checksum_and_never_diffed(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.files["/etc/munge/munge.key"] = {"sha256": "0" * 64}
@@ -177,7 +171,7 @@ def test_diffs_mask_secret_values() -> None:
 
 
 def test_nodes_added_and_removed_come_from_what_slurmctld_knows(tmp_path: Path) -> None:
-    old = _cluster(tmp_path)
+    old = local_cluster(tmp_path)
     probe = _converged_probe(old, _rendered(old))
     probe.controller["nodes"].append({"name": "node9", "state": "allocated", "reason": "none",
                                       "user": "Unknown", "time": "Unknown"})
@@ -191,7 +185,7 @@ def test_nodes_added_and_removed_come_from_what_slurmctld_knows(tmp_path: Path) 
 
 
 def test_a_daemon_that_does_not_run_is_started(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.daemons["slurmd@node2"] = {"pid": None, "started": None, "running": False}
@@ -199,7 +193,7 @@ def test_a_daemon_that_does_not_run_is_started(tmp_path: Path) -> None:
 
 
 def test_a_host_holding_another_clusters_state_is_a_conflict(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.controller["state_cluster_name"] = "other"
@@ -209,7 +203,7 @@ def test_a_host_holding_another_clusters_state_is_a_conflict(tmp_path: Path) -> 
 
 
 def test_the_cluster_id_slurm_24_11_keeps_beside_the_name_is_no_conflict(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.controller["state_cluster_name"] = f"{cluster.name}|600"
@@ -219,14 +213,14 @@ def test_the_cluster_id_slurm_24_11_keeps_beside_the_name_is_no_conflict(tmp_pat
 
 
 def test_an_unprobed_host_fails_the_plan_with_its_reason(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     plan = _plan(cluster, _rendered(cluster), HostProbe("localhost", error="ssh: connection refused"))
     assert plan.exit_code is ExitCode.FAILURE and plan.unreachable == {"localhost": "ssh: connection refused"}
 
 
 @pytest.mark.parametrize("pin", ["22.05.8-4+deb12u3", "24.11.5-1"])
 def test_a_pinned_version_that_differs_is_a_package_change(tmp_path: Path, pin: str) -> None:
-    cluster = _cluster(tmp_path, lambda text: text.replace("slurm:\n", f"slurm:\n  version: \"{pin}\"\n", 1))
+    cluster = local_cluster(tmp_path, lambda text: text.replace("slurm:\n", f"slurm:\n  version: \"{pin}\"\n", 1))
     rendered = _rendered(cluster)
     packages = [c.subject for c in _plan(cluster, rendered, _converged_probe(cluster, rendered)).changes
                 if c.impact is Impact.PACKAGE]
@@ -234,7 +228,7 @@ def test_a_pinned_version_that_differs_is_a_package_change(tmp_path: Path, pin: 
 
 
 def test_the_deployed_record_survives_a_round_trip(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     record = DeployedRecord(tmp_path / "deployed.json")
     record.update(files_by_host(cluster, _rendered(cluster), MUNGE_KEY), ["localhost"])
     record.save()
@@ -251,7 +245,7 @@ def test_the_probe_looks_for_owed_actions_where_the_roles_leave_them() -> None:
 
 
 def test_owed_actions_and_stray_slurmds_are_changes(tmp_path: Path) -> None:
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.owed.append("restart-slurmd")
@@ -276,8 +270,8 @@ def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_pat
 
 def test_a_slurm_version_without_rules_gets_the_same_fallback_as_the_roles(tmp_path: Path) -> None:
     # 23.11 has no data here: plan applies the oldest series' rules and says so, like slurm_conf_change
-    old = _cluster(tmp_path)
-    new = _cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
+    old = local_cluster(tmp_path)
+    new = local_cluster(tmp_path, lambda text: text.replace("real_memory_mb: 3072", "real_memory_mb: 2048"))
     probe = _converged_probe(old, _rendered(old))
     probe.packages["slurm-client"] = "23.11.4-1"
     _host_holds(probe, "/etc/slurm/slurm.conf", _rendered(old)["slurm/slurm.conf"])
@@ -289,7 +283,7 @@ def test_a_slurm_version_without_rules_gets_the_same_fallback_as_the_roles(tmp_p
                          [(1, 1, 1), (2, 1, 2), (3, 1, 3), (5, 1, 3), (7, 2, 3)])
 def test_deploy_batch_never_restarts_more_slurmd_at_once_than_asked_on_the_local_cluster(
         tmp_path: Path, batch: int, serial: int, per_host: int) -> None:
-    cluster = _cluster(tmp_path)  # one host with three slurmd instances
+    cluster = local_cluster(tmp_path)  # one host with three slurmd instances
     rollout = batch_vars(cluster, batch)
     assert rollout == {"deploy_slurmd_serial": serial, "slurmd_restart_batch": per_host}
     assert rollout["deploy_slurmd_serial"] * rollout["slurmd_restart_batch"] <= max(batch, 1)

@@ -53,9 +53,10 @@ def test_from_sinfo_alone_a_mixed_node_without_a_job_is_stranded_and_an_idle_one
 
 
 def test_plan_names_a_node_allocated_with_no_job_before_a_deploy(tmp_path: Path) -> None:
-    from test_plan import _cluster, _converged_probe, _plan, _rendered
+    from test_plan import _converged_probe, _plan, _rendered
+    from unit_helpers import local_cluster
 
-    cluster = _cluster(tmp_path)
+    cluster = local_cluster(tmp_path)
     rendered = _rendered(cluster)
     probe = _converged_probe(cluster, rendered)
     probe.controller["nodes"][1]["state"] = "mixed"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import re
@@ -12,22 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from unit_helpers import module_from_file
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "training" / "examples" / "sweep.py"
 SHIPPED = REPO / "training" / "examples" / "sweep.toml"
 
 
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("sweep", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep = _load()
+sweep: Any = module_from_file("sweep", SCRIPT)
 
 HEAD = '[sweep]\nmethod = "{method}"\nmetric = "val_loss"\ngoal = "{goal}"\n'
 RANDOM_SPACE = """\

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +17,7 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.errors import InventoryError
-from cluster_cli.loader import load_cluster_text
+from cluster_cli.loader import load_cluster, load_cluster_text
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_INVENTORIES = {
@@ -27,6 +27,17 @@ SHIPPED_INVENTORIES = {
 FILE = "inv.yaml"
 
 
+def module_from_file(name: str, path: Path) -> ModuleType:
+    """The Python file at ``path`` imported as the module ``name``, registered in sys.modules before
+    it runs (its dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @contextmanager
 def benchmark_module(name: str) -> Iterator[ModuleType]:
     """benchmarks/NAME.py imported as the module NAME (its dataclasses look themselves up in
@@ -34,12 +45,8 @@ def benchmark_module(name: str) -> Iterator[ModuleType]:
     benchmarks = str(REPO / "benchmarks")
     before = set(sys.modules)
     sys.path.insert(0, benchmarks)
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-        yield module
+        yield module_from_file(name, REPO / "benchmarks" / f"{name}.py")
     finally:
         sys.path.remove(benchmarks)
         for imported in set(sys.modules) - before:
@@ -124,6 +131,13 @@ def problems(text: str, file: str = FILE) -> list[str]:
 
 def load(text: str, file: str = FILE) -> Cluster:
     return load_cluster_text(text, file)
+
+
+def local_cluster(directory: Path, change: Callable[[str], str] = lambda text: text) -> Cluster:
+    """The local inventory with ``change`` made to its text, loaded from DIRECTORY/inventory.yaml."""
+    path = directory / "inventory.yaml"
+    path.write_text(change(SHIPPED_INVENTORIES["local"].read_text()))
+    return load_cluster(path)
 
 
 def problem(text: str, snippet: str, field: str, message: str) -> str:
