@@ -97,17 +97,21 @@ def _file_entries(path: str) -> list[list[str]]:
         return []
 
 
-def read_host(root: str) -> dict:
+def read_host(root: str, params: dict | None = None) -> dict:
     """users {name: {uid, gid, home, shell}}, groups {name: {gid, members}}, expiry {name: shadow field 8},
     and the names /etc/passwd and /etc/group hold (``local_users``, ``local_groups``): through NSS on
-    the host itself (a directory service's accounts included), from the files under a test root."""
+    the host itself (a directory service's accounts included), from the files under a test root.
+    ``params``: the module's; each name and id they list is also looked up by itself, since a directory
+    service need not enumerate (SSSD's default, enumerate = false, lists none of its accounts in
+    getpwall)."""
     etc = os.path.join(root, "etc")
     passwd = [fields for fields in _file_entries(os.path.join(etc, "passwd")) if len(fields) >= 7]
     group = [fields for fields in _file_entries(os.path.join(etc, "group")) if len(fields) >= 4]
     if root in ("", "/"):
-        users = {entry.pw_name: {"uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir, "shell": entry.pw_shell}
-                 for entry in pwd.getpwall()}
-        groups = {entry.gr_name: {"gid": entry.gr_gid, "members": set(entry.gr_mem)} for entry in grp.getgrall()}
+        users = {entry.pw_name: _user_entry(entry) for entry in pwd.getpwall()}
+        groups = {entry.gr_name: _group_entry(entry) for entry in grp.getgrall()}
+        if params is not None:
+            _look_up_each(params, users, groups)
     else:
         users = {fields[0]: {"uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5], "shell": fields[6]}
                  for fields in passwd}
@@ -116,6 +120,31 @@ def read_host(root: str) -> dict:
     expiry = {fields[0]: fields[7] for fields in _file_entries(os.path.join(etc, "shadow")) if len(fields) >= 8}
     return {"users": users, "groups": groups, "expiry": expiry,
             "local_users": {fields[0] for fields in passwd}, "local_groups": {fields[0] for fields in group}}
+
+
+def _user_entry(entry: pwd.struct_passwd) -> dict:
+    return {"uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir, "shell": entry.pw_shell}
+
+
+def _group_entry(entry: grp.struct_group) -> dict:
+    return {"gid": entry.gr_gid, "members": set(entry.gr_mem)}
+
+
+def _look_up_each(params: dict, users: dict, groups: dict) -> None:
+    """Add to ``users`` and ``groups`` what NSS answers for each user and group name and each UID and
+    GID ``params`` lists, where getpwall and getgrall did not list it."""
+    lookups = [(pwd.getpwnam, user["name"], users, _user_entry) for user in params["users"]]
+    lookups += [(pwd.getpwuid, int(user["uid"]), users, _user_entry) for user in params["users"]]
+    group_names = {group["name"] for group in params["groups"]}
+    group_names |= {name for user in params["users"] for name in [user.get("group"), *user.get("groups", [])] if name}
+    lookups += [(grp.getgrnam, name, groups, _group_entry) for name in sorted(group_names)]
+    lookups += [(grp.getgrgid, int(group["gid"]), groups, _group_entry) for group in params["groups"]]
+    for lookup, key, table, entry_of in lookups:
+        try:
+            entry = lookup(key)
+        except KeyError:
+            continue
+        table.setdefault(entry[0], entry_of(entry))
 
 
 def read_managed(path: str) -> dict[str, int]:
@@ -336,7 +365,7 @@ def main() -> None:
     params, root = module.params, module.params["root"]
     managed_file = os.path.join(root, params["managed_file"].lstrip("/"))
     try:
-        found = read_host(root)
+        found = read_host(root, params)
         managed = read_managed(managed_file)
         check(params, found)
         steps = commands(params, found, managed)
@@ -348,13 +377,13 @@ def main() -> None:
     written = False
     try:
         run_steps(module, steps, actions)
-        now = read_host(root) if steps and not module.check_mode else found
+        now = read_host(root, params) if steps and not module.check_mode else found
         for user in params["users"]:
             if user["state"] != "absent":
                 keep_keys(module, user, now, actions)
     finally:  # also after a failure: the users made so far are remembered (a later removal locks them)
         if not module.check_mode:
-            after = managed_after(params, read_host(root) if steps else found, managed)
+            after = managed_after(params, read_host(root, params) if steps else found, managed)
             written = after != managed
             if written:
                 write_managed(managed_file, after)

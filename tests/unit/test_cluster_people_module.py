@@ -50,3 +50,28 @@ def test_the_key_block_keeps_the_users_own_lines() -> None:
     assert M.keys_text(current, ["ssh-ed25519 BBBB new"]) == (
         "ssh-rsa AAAA own@key\n" + M.KEYS_BEGIN + "\nssh-ed25519 BBBB new\n" + M.KEYS_END + "\n")
     assert M.keys_text(current, []) == "ssh-rsa AAAA own@key\n"
+
+
+def test_a_directory_account_nss_does_not_enumerate_is_still_found_and_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SSSD's default (enumerate = false): getpwall and getgrall list none of the directory's
+    # accounts, getpwnam and getgrnam find each one; without the lookup by name the module would
+    # make a local dana beside the directory's (names absent from this machine's /etc/passwd)
+    import grp
+    import pwd
+    directory_user = pwd.struct_passwd(("dana", "*", 7101, 7101, "", "/home/dana", "/bin/bash"))
+    directory_group = grp.struct_group(("dana", "*", 7101, []))
+    monkeypatch.setattr(M.pwd, "getpwall", list)
+    monkeypatch.setattr(M.grp, "getgrall", list)
+    monkeypatch.setattr(M.pwd, "getpwnam", lambda name: {"dana": directory_user}[name])
+    monkeypatch.setattr(M.pwd, "getpwuid", lambda uid: {7101: directory_user}[uid])
+    monkeypatch.setattr(M.grp, "getgrnam", lambda name: {"dana": directory_group}[name])
+    monkeypatch.setattr(M.grp, "getgrgid", lambda gid: {7101: directory_group}[gid])
+    wanted = params({"name": "dana", "uid": 7101})
+    found = M.read_host("/", wanted)
+    assert found["users"]["dana"]["uid"] == 7101 and "dana" not in found["local_users"]
+    with pytest.raises(M.Refused, match="user dana comes from the directory service"):
+        M.check(wanted, found)
+    # a UID the directory gives someone else is found by the lookup by id
+    taken = params({"name": "frank", "uid": 7101})
+    with pytest.raises(M.Refused, match=r"UID 7101 \(user frank\) is user dana's here"):
+        M.check(taken, M.read_host("/", taken))
