@@ -75,6 +75,8 @@ import json
 import os
 import pwd
 import stat
+from collections.abc import Callable
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -133,13 +135,16 @@ def _group_entry(entry: grp.struct_group) -> dict:
 def _look_up_each(params: dict, users: dict, groups: dict) -> None:
     """Add to ``users`` and ``groups`` what NSS answers for each user and group name and each UID and
     GID ``params`` lists, where getpwall and getgrall did not list it."""
-    lookups = [(pwd.getpwnam, user["name"], users, _user_entry) for user in params["users"]]
-    lookups += [(pwd.getpwuid, int(user["uid"]), users, _user_entry) for user in params["users"]]
     group_names = {group["name"] for group in params["groups"]}
     group_names |= {name for user in params["users"] for name in [user.get("group"), *user.get("groups", [])] if name}
-    lookups += [(grp.getgrnam, name, groups, _group_entry) for name in sorted(group_names)]
-    lookups += [(grp.getgrgid, int(group["gid"]), groups, _group_entry) for group in params["groups"]]
-    for lookup, key, table, entry_of in lookups:
+    _add_found(users, pwd.getpwnam, [user["name"] for user in params["users"]], _user_entry)
+    _add_found(users, pwd.getpwuid, [int(user["uid"]) for user in params["users"]], _user_entry)
+    _add_found(groups, grp.getgrnam, sorted(group_names), _group_entry)
+    _add_found(groups, grp.getgrgid, [int(group["gid"]) for group in params["groups"]], _group_entry)
+
+
+def _add_found(table: dict, lookup: Callable[[Any], Any], keys: list, entry_of: Callable[[Any], dict]) -> None:
+    for key in keys:
         try:
             entry = lookup(key)
         except KeyError:
