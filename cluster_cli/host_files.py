@@ -3,7 +3,8 @@
 The roles copy byte for byte (roles/slurm_common: the Slurm configs to every cluster host;
 roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host;
 roles/slurmd: the health check's file to each compute host; roles/login: the job templates to
-each login host), so a
+each login host; roles/prometheus and roles/slurm_exporter: their files to the monitoring host and
+the primary controller), so a
 host's file matches when its checksum equals the rendered one. A deploy followed by a plan
 that finds nothing to change (tests/deploy) keeps this table true to the roles.
 """
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, host_health_path
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
+from cluster_cli.render.monitoring import (
+    ALERT_RULES, EXPORTER_BUILD_DIR, EXPORTER_DIR, MONITORING_BUILD_DIR, PROMETHEUS_CONFIG, PROMETHEUS_DIR,
+)
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -32,6 +36,8 @@ SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "sl
 # a host that only runs slurmd fetches them from slurmctld and must not hold them.
 CONFIGLESS_FILE_ROLES = frozenset({"controller", "login", "database"})
 EXAMPLES_PREFIX = f"{EXAMPLES_BUILD_DIR}/"
+EXPORTER_PREFIX = f"{EXPORTER_BUILD_DIR}/"
+CONSOLES_PREFIX = f"{MONITORING_BUILD_DIR}/consoles/"
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,26 @@ def files_for_host(
         examples_dir = cluster.inventory.training.examples_dir
         files += [HostFile(f"{examples_dir}/{source.removeprefix(EXAMPLES_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(EXAMPLES_PREFIX)]
+    files += _monitoring_files(cluster, host, checksums)
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
+    return files
+
+
+def _monitoring_files(cluster: Cluster, host: ManagedHost, checksums: dict[str, str]) -> list[HostFile]:
+    """roles/prometheus: its configuration, the alert rules and the console pages on the monitoring
+    host; roles/slurm_exporter: the exporter's modules on the primary controller."""
+    if cluster.inventory.monitoring.host is None:
+        return []
+    files = []
+    if "monitoring" in host.roles:
+        for name in (PROMETHEUS_CONFIG, ALERT_RULES):
+            source = f"{MONITORING_BUILD_DIR}/{name}"
+            files.append(HostFile(f"{PROMETHEUS_DIR}/{name}", source, checksums.get(source)))
+        files += [HostFile(f"{PROMETHEUS_DIR}/consoles/{source.removeprefix(CONSOLES_PREFIX)}", source, sha256)
+                  for source, sha256 in checksums.items() if source.startswith(CONSOLES_PREFIX)]
+    if host.name == cluster.inventory.controllers.primary:
+        files += [HostFile(f"{EXPORTER_DIR}/{source.removeprefix(EXPORTER_PREFIX)}", source, sha256)
+                  for source, sha256 in checksums.items() if source.startswith(EXPORTER_PREFIX)]
     return files
 
 

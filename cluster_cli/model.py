@@ -1114,6 +1114,36 @@ class HealthCheck(StrictModel):
     )
 
 
+class MonitoringPorts(StrictModel):
+    """The TCP ports of the monitoring daemons."""
+
+    prometheus: Port = Field(9090, description="Prometheus' web and API port, on the monitoring host.")
+    alertmanager: Port = Field(9093, description="Alertmanager's port, on the monitoring host.")
+    node: Port = Field(9100, description="node_exporter's port, on every cluster host.")
+    slurm: Port = Field(9446, description="The Slurm exporter's port, on the primary controller.")
+
+
+class Monitoring(StrictModel):
+    """Prometheus on one host, scraping node_exporter on every cluster host and the Slurm exporter on
+    the primary controller, with the cluster's alert rules and console pages (docs/monitoring.md).
+    Each daemon listens on its host's inventory address only: whoever reaches that address may
+    scrape it, and the Slurm exporter serves per-account figures `PrivateData` hides from users."""
+
+    host: Name | None = Field(
+        None, description="Host running Prometheus (an inventory host); omit for no monitoring at all."
+    )
+    retention: Annotated[str, Field(pattern=r"^[1-9][0-9]*(h|d|w|y)$")] = Field(
+        "15d", description="How long Prometheus keeps samples (`--storage.tsdb.retention.time`), e.g. `15d`."
+    )
+    scrape_interval_s: int = Field(
+        30, ge=5, le=300, description="Seconds between scrapes, and between evaluations of the alert rules."
+    )
+    alertmanager: bool = Field(
+        False, description="Also run Alertmanager on the monitoring host (its receivers are the site's to add)."
+    )
+    ports: MonitoringPorts = Field(default_factory=MonitoringPorts, description="The daemons' ports.")
+
+
 class Secrets(StrictModel):
     """Where generated secrets (munge key, database password) are kept on the control node."""
 
@@ -1201,6 +1231,9 @@ class Inventory(StrictModel):
     )
     priority: Priority = Field(
         default_factory=Priority, description="Job priority (fair share) and preemption in slurm.conf."
+    )
+    monitoring: Monitoring = Field(
+        default_factory=Monitoring, description="Prometheus, node_exporter and the Slurm exporter; off unless `host` is set."
     )
 
     @model_validator(mode="after")

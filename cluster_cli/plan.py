@@ -291,6 +291,11 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
     wanted += ["slurmctld"] if "controller" in roles else []
     wanted += ["slurmd"] if "compute" in roles else []
     wanted += ["slurmdbd"] if "database" in roles else []
+    monitoring = cluster.inventory.monitoring
+    if monitoring.host is not None:
+        wanted += ["prometheus-node-exporter"]
+        wanted += ["prometheus"] if "monitoring" in roles else []
+        wanted += ["prometheus-alertmanager"] if "monitoring" in roles and monitoring.alertmanager else []
     pin = cluster.inventory.slurm.version
     changes = []
     for package in wanted:

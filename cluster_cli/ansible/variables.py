@@ -16,6 +16,7 @@ from cluster_cli.model import Nccl, PackageMirror
 from cluster_cli.render import SLURM_BUILD_DIR
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
+from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
 from cluster_cli.secrets_store import ClusterSecrets
 
 
@@ -66,6 +67,23 @@ def nvml_plugin_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
 def uses_infiniband(nccl: Nccl) -> bool:
     """NCCL is pointed at InfiniBand adapters and not told to avoid them."""
     return "NCCL_IB_HCA" in nccl.env and str(nccl.env.get("NCCL_IB_DISABLE", "0")) != "1"
+
+
+def monitoring_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
+    """The monitoring roles' variables (their plays run only where `monitoring.host` is set)."""
+    monitoring = cluster.inventory.monitoring
+    ports = monitoring.ports
+    return {
+        "node_exporter_port": ports.node,
+        "slurm_exporter_src": str(build_dir / EXPORTER_BUILD_DIR),
+        "slurm_exporter_port": ports.slurm,
+        "slurm_exporter_accounting": cluster.inventory.accounting.enabled,
+        "prometheus_config_src": str(build_dir / MONITORING_BUILD_DIR),
+        "prometheus_port": ports.prometheus,
+        "prometheus_retention": monitoring.retention,
+        "prometheus_alertmanager": monitoring.alertmanager,
+        "prometheus_alertmanager_port": ports.alertmanager,
+    }
 
 
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
@@ -119,6 +137,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # login
         "login_examples_src": str(build_dir / EXAMPLES_BUILD_DIR),
         "login_examples_dir": training.examples_dir,
+        **monitoring_variables(cluster, build_dir),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

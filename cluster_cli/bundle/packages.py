@@ -24,7 +24,11 @@ OF_ROLE = {
     "compute": ("slurmd_packages", "training_env_system_packages"),
     "database": ("slurmdbd_packages", "slurmdbd_mariadb_packages"),
     "login": ("login_packages", "training_env_system_packages"),
+    "monitoring": ("prometheus_packages",),
 }
+# with a monitoring host: node_exporter on every host, Alertmanager where the inventory asks for it
+MONITORED_HOST = "node_exporter_packages"
+ALERTMANAGER = "prometheus_alertmanager_packages"
 PAM_ADOPT_PACKAGE = "libpam-slurm-adopt"  # roles/slurmd/vars/main.yml: where slurmd_pam_adopt_node is set
 INFINIBAND = "nccl_ib_packages"
 
@@ -51,6 +55,11 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
             sources.update(OF_ROLE.get(role, ()))
     if infiniband:
         sources.add(INFINIBAND)
+    monitoring = cluster.inventory.monitoring
+    if monitoring.host is not None:
+        sources.add(MONITORED_HOST)
+        if monitoring.alertmanager:
+            sources.add(ALERTMANAGER)
     for variable in sources:
         wanted.update(package_list(variable))
     if any(pam_adopt_node(cluster, host) for host in cluster.hosts.values()):

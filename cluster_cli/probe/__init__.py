@@ -27,6 +27,9 @@ PROBE_TIMEOUT_S = 60
 MAX_PARALLEL_PROBES = 64
 # Debian packages whose installed versions a plan compares.
 PROBED_PACKAGES = ("slurm-client", "slurmctld", "slurmd", "slurmdbd", "munge")
+# The monitoring roles' daemons' packages (roles/node_exporter, roles/prometheus), probed where the
+# inventory has a monitoring host.
+MONITORING_PACKAGES = ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager")
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def probe_request(
     return {
         "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
         "pidfiles": daemon_pidfiles(cluster, host),
-        "packages": list(PROBED_PACKAGES),
+        "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else []),
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,

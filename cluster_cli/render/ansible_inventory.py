@@ -20,6 +20,7 @@ GROUP_OF_ROLE = {
     "database": "slurm_database",
     "compute": "slurm_compute",
     "login": "slurm_login",
+    "monitoring": "monitoring",
 }
 # all > children > cluster > hosts (or children) > a host's variables (or a group's members): one line each
 INVENTORY_FLAT_DEPTH = 5
@@ -136,7 +137,8 @@ def shared_variables(host_vars: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The cluster group's children: each role's hosts, training_env, slurm_nvml (one pass over the hosts)."""
+    """The cluster group's children: each role's hosts, training_env, slurm_nvml, node_exporter and
+    slurm_exporter (one pass over the hosts)."""
     members: dict[str, dict[str, None]] = {group: {} for group in GROUP_OF_ROLE.values()}
     training: dict[str, None] = {}
     for name, host in cluster.hosts.items():
@@ -152,6 +154,10 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
     # the hosts that get Slurm's NVML plugin (playbooks/site.yml's slurm_build play)
     children["slurm_nvml"] = {"hosts": {name: None for name, variables in host_vars.items()
                                         if variables.get("nvidia_nvml_autodetect")}}
+    # monitoring: node_exporter on every host, the Slurm exporter on the primary controller
+    monitored = cluster.inventory.monitoring.host is not None
+    children["node_exporter"] = {"hosts": {name: None for name in cluster.hosts} if monitored else {}}
+    children["slurm_exporter"] = {"hosts": {primary: None} if monitored else {}}
     return children
 
 

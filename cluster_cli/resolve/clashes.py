@@ -30,11 +30,12 @@ class DaemonPort:
 def check_ports(inventory: Inventory, hosts: dict[str, ManagedHost], problems: Problems) -> None:
     """No two daemons of one host listen on one port; a clash is reported at the later claim."""
     group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
+    monitored = inventory.monitoring.host is not None
     for host in hosts.values():
-        if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles:
+        if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles and not monitored:
             continue  # one port and one node at most: nothing can clash
         users: dict[int, str] = {}
-        for claim in daemon_ports(inventory, host, group_index):
+        for claim in daemon_ports(inventory, host, group_index) + monitoring_ports(inventory, host):
             if claim.port in users:
                 message = f"port {claim.port} on host '{host.name}' is used by both {users[claim.port]} and {claim.label}"
                 problems.add(claim.where, message)
@@ -60,6 +61,25 @@ def daemon_ports(inventory: Inventory, host: ManagedHost, group_index: dict[int,
             where += ("base_port",)
         port = node.port or inventory.slurm.slurmd_port
         claims.append(DaemonPort(f"slurmd@{node.name}", f"slurmd of {node.name}", port, where))
+    return claims
+
+
+def monitoring_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort]:
+    """The monitoring daemons ``host`` runs and their ports (none without monitoring): node_exporter
+    on every host, the Slurm exporter on the primary controller, Prometheus (and Alertmanager) on
+    the monitoring host."""
+    monitoring = inventory.monitoring
+    if monitoring.host is None:
+        return []
+    ports = monitoring.ports
+    claims = [DaemonPort("prometheus-node-exporter", "node_exporter", ports.node, ("monitoring", "ports", "node"))]
+    if host.name == inventory.controllers.primary:
+        claims.append(DaemonPort("cluster-slurm-exporter", "the Slurm exporter", ports.slurm, ("monitoring", "ports", "slurm")))
+    if "monitoring" in host.roles:
+        claims.append(DaemonPort("prometheus", "Prometheus", ports.prometheus, ("monitoring", "ports", "prometheus")))
+        if monitoring.alertmanager:
+            claims.append(DaemonPort("prometheus-alertmanager", "Alertmanager", ports.alertmanager,
+                                     ("monitoring", "ports", "alertmanager")))
     return claims
 
 

@@ -48,7 +48,7 @@ def resolve_hosts(
         if declared_host.name not in hosts.by_name:
             problems.add(
                 ("hosts", index, "name"),
-                f"host '{declared_host.name}' has no role (controller, database, login, nodes)",
+                f"host '{declared_host.name}' has no role (controller, database, login, monitoring, nodes)",
             )
     return hosts.by_name
 
@@ -98,7 +98,7 @@ class _HostTable:
 
 
 def _assign_service_roles(inventory: Inventory, hosts: _HostTable, problems: Problems) -> None:
-    """The controllers, the accounting database and the login hosts."""
+    """The controllers, the accounting database, the login hosts and the monitoring host."""
     controllers = inventory.controllers
     hosts.give_role(("controllers", "primary"), controllers.primary, "controller", problems)
     if controllers.backup is not None:
@@ -114,3 +114,4 @@ def _assign_service_roles(inventory: Inventory, hosts: _HostTable, problems: Pro
         if inventory.login.index(name) != index:
             problems.add(("login", index), f"login host '{name}' is listed twice")
         hosts.give_role(("login", index), name, "login", problems)
+    hosts.give_role(("monitoring", "host"), inventory.monitoring.host, "monitoring", problems)

@@ -51,7 +51,8 @@ def run_cli(state_home: Path, *args: str, timeout: float = 900) -> subprocess.Co
     )
 
 
-SLURM_PORTS = (6817, 6819, 17001, 17002, 17003)
+# The local inventory's daemons: slurmctld, slurmdbd, the three slurmd, Prometheus, node_exporter, the Slurm exporter.
+SLURM_PORTS = (6817, 6819, 17001, 17002, 17003, 9090, 9100, 9446)
 
 
 def _port_in_use(port: int) -> bool:

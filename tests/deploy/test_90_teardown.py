@@ -13,8 +13,10 @@ from deployed import SECRET_MARKERS, DeployedCluster
 
 pytestmark = pytest.mark.deploy
 
-PORTS = {6817: "slurmctld", 6819: "slurmdbd", 3306: "MariaDB", 17001: "slurmd node1", 17002: "slurmd node2", 17003: "slurmd node3"}
-PID_FILES = ["/run/slurm/slurmctld.pid", "/run/slurm/slurmdbd.pid"] + [f"/run/slurm/slurmd-node{i}.pid" for i in (1, 2, 3)]
+PORTS = {6817: "slurmctld", 6819: "slurmdbd", 3306: "MariaDB", 17001: "slurmd node1", 17002: "slurmd node2", 17003: "slurmd node3",
+         9090: "Prometheus", 9100: "node_exporter", 9446: "the Slurm exporter"}
+PID_FILES = ["/run/slurm/slurmctld.pid", "/run/slurm/slurmdbd.pid"] + [f"/run/slurm/slurmd-node{i}.pid" for i in (1, 2, 3)] + [
+    "/run/prometheus/prometheus.pid", "/run/prometheus/prometheus-node-exporter.pid", "/run/slurm/cluster-slurm-exporter.pid"]
 
 
 def listening(port: int) -> bool:

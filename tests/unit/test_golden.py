@@ -31,6 +31,7 @@ from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_DOCUMENT, with_host_health_texts
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR, GUIDE
+from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXAMPLES_SOURCE = Path(__file__).resolve().parents[2] / "training" / "examples"
@@ -51,8 +52,9 @@ def rendered(name: str) -> dict[str, str]:
     # the job templates the renderer only copies (train.py, the guide ...) are their sources, byte
     # for byte (test_job_templates.py): the goldens keep the rendered ones
     copied = {f"{EXAMPLES_BUILD_DIR}/{path.name}" for path in EXAMPLES_SOURCE.iterdir() if path.suffix != ".j2"}
+    # so are the Slurm exporter's modules (test_monitoring.py)
     return {path: text for path, text in files.items()
-            if path not in copied and path != f"{EXAMPLES_BUILD_DIR}/{GUIDE}"}
+            if path not in copied and path != f"{EXAMPLES_BUILD_DIR}/{GUIDE}" and not path.startswith(f"{EXPORTER_BUILD_DIR}/")}
 
 
 def golden_files(name: str) -> dict[str, str]:
@@ -107,6 +109,7 @@ def test_expected_files_per_inventory():
         "monitoring/consoles/cluster-slurm.html",
         "monitoring/grafana/cluster-gpus.json",
         "monitoring/grafana/cluster-slurm.json",
+        "monitoring/prometheus.yml",
         "nccl/nccl.conf",
         "slurm/cgroup.conf",
         "slurm/gres.conf",

@@ -28,7 +28,7 @@ def test_local_is_three_slurmd_on_this_host():
     ]
     (host,) = cluster.hosts.values()
     assert host.connection == "local"
-    assert host.roles == {"controller", "database", "login", "compute"}
+    assert host.roles == {"controller", "database", "login", "compute", "monitoring"}
     assert cluster.partition_nodes == {"debug": ["node1", "node2", "node3"]}
 
 
@@ -57,7 +57,7 @@ def test_atlas_has_ha_controllers_and_three_groups():
     assert cluster.node("h100-017").gpu_devices == ()  # NVML finds them
     assert cluster.node("a100-016").gpu_devices == tuple(f"/dev/nvidia{i}" for i in range(8))
     assert cluster.hosts["ctl1"].roles == cluster.hosts["ctl2"].roles == {"controller"}
-    assert cluster.hosts["db1"].roles == {"database"}
+    assert cluster.hosts["db1"].roles == {"database", "monitoring"}
     assert cluster.partition_nodes["debug"] == ["h100-001", "h100-002", "a100-001", "a100-002"]
     assert len(cluster.hosts) == 4 + 56
 

@@ -44,6 +44,7 @@ def _converged_probe(cluster, rendered) -> HostProbe:
                "slurmdbd": {"pid": 11, "started": 1.0, "running": True}}
     daemons |= {f"slurmd@{node.name}": {"pid": 20, "started": 1.0, "running": True} for node in cluster.nodes}
     packages = {name: VERSION for name in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")} | {"munge": "0.5.15"}
+    packages |= {"prometheus-node-exporter": "1.5.0-1+b6", "prometheus": "2.42.0+ds-5+deb12u1"}
     controller = {"state_cluster_name": cluster.name, "error": None, "jobs": [],
                   "nodes": [{"name": node.name, "state": "idle", "reason": "none", "user": "Unknown", "time": "Unknown"}
                             for node in cluster.nodes]}

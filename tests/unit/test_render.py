@@ -453,8 +453,13 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "slurm_login",
         "training_env",
         "slurm_nvml",
+        "monitoring",
+        "node_exporter",
+        "slurm_exporter",
     }
     assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
+    assert children["monitoring"] == children["node_exporter"] == children["slurm_exporter"] == {"hosts": {}}, (
+        "no monitoring host: no monitoring daemon anywhere")
     hosts = cluster_group["hosts"]
     assert hosts["head"] == {
         "ansible_python_interpreter": "/usr/bin/python3",

@@ -26,7 +26,7 @@ def test_host_declared_twice():
                 (
                     "name: spare",
                     "hosts[1].name",
-                    "host 'spare' has no role (controller, database, login, nodes)",
+                    "host 'spare' has no role (controller, database, login, monitoring, nodes)",
                 )
             ],
             id="host_without_a_role",

@@ -69,7 +69,7 @@ def test_node_group_problems(edits, expected):
                 (
                     "  - name: box",
                     "hosts[1].name",
-                    "host 'box' has no role (controller, database, login, nodes)",
+                    "host 'box' has no role (controller, database, login, monitoring, nodes)",
                 ),
                 ("host: elsewhere", "node_groups[1].host", "host 'elsewhere' is not declared under hosts"),
             ],

@@ -60,6 +60,7 @@ PATTERN_SAMPLES = {
     r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$": "main",
     r"^[0-9][0-9A-Za-z.+]*$": "2.3.1+cpu",
     r"^[A-Za-z0-9_.-]+==[0-9A-Za-z.+!-]+$": "numpy==1.26.4",
+    r"^[1-9][0-9]*(h|d|w|y)$": "15d",
 }
 
 
@@ -103,6 +104,7 @@ ROLE_PATTERN_SAMPLES = {
     "__nccl_memlock_regex": "unlimited",
     "__slurmdbd_name_regex": "research",
     "__training_env_package_regex": "numpy==2.4.6",
+    "__prometheus_retention_regex": "15d",
 }
 _INLINE = re.compile(r"""(?:is (?:not )?|select\(|reject\()'?(?:match|regex|search)'?(?:\(|, )'([^']*)'""")
 
