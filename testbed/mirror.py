@@ -64,6 +64,9 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     "hello",
     # molecule/tests/test_80_become.py: an unprivileged deployment user with sudo
     "sudo",
+    # roles/node_exporter and roles/prometheus (the default scenario's monitoring host)
+    "prometheus-node-exporter",
+    "prometheus",
 )
 
 

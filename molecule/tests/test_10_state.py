@@ -15,6 +15,10 @@ def _units(view: ClusterView, host: str) -> list[str]:
         units.append("slurmctld")
     if "compute" in roles:
         units += [f"slurmd@{node.name}" for node in view.cluster.hosts[host].slurmd_nodes]
+    if view.cluster.inventory.monitoring.host is not None:  # roles/node_exporter, slurm_exporter, prometheus
+        units.append("prometheus-node-exporter")
+        units += ["cluster-slurm-exporter"] if host == view.cluster.inventory.controllers.primary else []
+        units += ["prometheus"] if "monitoring" in roles else []
     return units
 
 
