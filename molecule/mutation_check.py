@@ -191,7 +191,9 @@ class Session:
                     "MOLECULE_EPHEMERAL_DIRECTORY": str(self.ephemeral),
                     "CLUSTER_TB_REPORT_DIR": str(work / "reports"), "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0",
                     # the bed with teams: the catchers of the accounting mutations need them
-                    "CLUSTER_TB_TEAMS": "1"}
+                    "CLUSTER_TB_TEAMS": "1",
+                    # and every check, the long ones CI leaves out too
+                    "CLUSTER_TB_LONG": "1"}
         self.log = work / "mutation.log"
 
     def _run(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None,

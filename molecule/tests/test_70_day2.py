@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ClusterView
+from conftest import ClusterView, long_checks_only
 
 from cluster_cli import hostlist
 
@@ -71,6 +71,7 @@ def _slurmctld_pid(view: ClusterView) -> str:
 
 @pytest.fixture(scope="module")
 def shrunk(view: ClusterView, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    long_checks_only()  # a host leaves, joins and is replaced: three deploys, about 3 min
     if len(view.compute) < 2:
         pytest.skip("needs two compute hosts")
     return _without_last_host(view, tmp_path_factory.mktemp("day2"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ClusterView, changed_count
+from conftest import ClusterView, changed_count, long_checks_only
 
 ADMIN = "tbadmin"
 ADMIN_UID = 5103
@@ -46,6 +46,7 @@ def admin_inventory(view: ClusterView, tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_a_deploy_as_a_sudo_user_changes_what_root_owns(view: ClusterView, admin_inventory: Path) -> None:
+    long_checks_only()  # two full deploys of the bed, about 100 s
     compute = view.compute[0]
     view.run(compute, "chmod 0644 /etc/munge/munge.key")
     output = _deploy(view, admin_inventory)
