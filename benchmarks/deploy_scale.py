@@ -102,8 +102,10 @@ def reap_zombies() -> None:
             return
 
 
-def inventory_text(cluster: str, hosts: list[dict[str, Any]]) -> str:
-    """The cluster inventory for the bed's hosts.json: ``ctl`` and compute hosts ``c1``..``cN``."""
+def inventory_text(cluster: str, hosts: list[dict[str, Any]], monitoring: bool = False) -> str:
+    """The cluster inventory for the bed's hosts.json: ``ctl`` and compute hosts ``c1``..``cN``;
+    with ``monitoring``, Prometheus on ctl and node_exporter on every host (roles/node_exporter on
+    each compute host)."""
     address = {host["name"]: host["address"] for host in hosts}
     computes = sorted((name for name in address if name != "ctl"), key=lambda name: int(name[1:]))
     first = hosts[0]
@@ -133,6 +135,7 @@ def inventory_text(cluster: str, hosts: list[dict[str, Any]]) -> str:
         "  - {name: debug, nodes: [cpu], default: true, max_time: '01:00:00'}",
         "# no torch: its pip install is the hosts' work, not the control node's (numpy still is)",
         "training: {torch_version: null}",
+        *(["monitoring: {host: ctl}"] if monitoring else []),
         "",
     ])
 
@@ -252,7 +255,7 @@ def profile_summary(events: Path) -> dict[str, Any]:
     }
 
 
-def run_bed(computes: int, out: Path) -> dict[str, Any]:
+def run_bed(computes: int, out: Path, monitoring: bool = False) -> dict[str, Any]:
     """Bed up, the three deploys, bed down (always); the figures as a JSON-able dict."""
     work = Path(tempfile.mkdtemp(prefix=f"deploy-scale-{computes}-", dir=out))
     names = ["ctl"] + [f"c{index}" for index in range(1, computes + 1)]
@@ -264,7 +267,7 @@ def run_bed(computes: int, out: Path) -> dict[str, Any]:
             raise SystemExit(f"testbed up failed:\n{up.stdout[-3000:]}{up.stderr[-3000:]}")
         hosts = json.loads(Path(f"/var/lib/cluster-testbed/{BED}/hosts.json").read_text())
         inventory = work / "cluster.yaml"
-        inventory.write_text(inventory_text(f"tb{BED}", hosts))
+        inventory.write_text(inventory_text(f"tb{BED}", hosts, monitoring))
         subreaper(True)
         steps = run_steps(inventory, work)
     finally:
@@ -272,7 +275,7 @@ def run_bed(computes: int, out: Path) -> dict[str, Any]:
         reap_zombies()
         down = testbed("down")
         print(f"testbed down: exit {down.returncode}", flush=True)
-    return {"computes": computes, "hosts": len(names), "up_s": up_s, "machine": machine(),
+    return {"computes": computes, "hosts": len(names), "up_s": up_s, "machine": machine(), "monitoring": monitoring,
             "settings": ansible_settings(computes + 1), "work": str(work), "steps": [asdict(step) for step in steps]}
 
 
@@ -314,6 +317,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="one bed: up, three deploys, down (run it under the heavy lock)")
     run.add_argument("--computes", type=int, required=True)
+    run.add_argument("--monitoring", action="store_true",
+                     help="the inventory with monitoring.host: ctl (give it its own --out: report fits every run there)")
     report = sub.add_parser("report", help="fit, project and print (or --write) the section")
     report.add_argument("--write", action="store_true")
     options = parser.parse_args()
@@ -322,7 +327,7 @@ def main() -> None:
         if os.geteuid() != 0:
             raise SystemExit("needs root: the test bed boots systemd-nspawn hosts")
         signal.signal(signal.SIGTERM, _terminated)  # a timeout still takes the bed down (finally)
-        figures = run_bed(options.computes, options.out)
+        figures = run_bed(options.computes, options.out, options.monitoring)
         (options.out / f"{options.computes}.json").write_text(json.dumps(figures, indent=2) + "\n")
         failed = [step for step in figures["steps"] if step["returncode"] != 0]
         raise SystemExit(1 if failed or len(figures["steps"]) < len(STEPS) else 0)

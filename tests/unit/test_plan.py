@@ -348,3 +348,15 @@ def test_compute_hosts_hold_the_health_check_file_and_lose_it_when_the_check_is_
         assert not health["head"], "a host without slurmd gets no health check"
         assert [item.source for item in health["gpu01"]] == [host_health_path("gpu01")]
         assert (health["gpu01"][0].sha256 is not None) is enabled
+
+
+def test_the_monitoring_packages_and_files_missing_are_changes_of_the_plan(tmp_path: Path) -> None:
+    # the local inventory has monitoring.host: localhost (roles/node_exporter, slurm_exporter, prometheus)
+    cluster = local_cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    del probe.packages["prometheus"]
+    probe.files["/etc/prometheus/prometheus.yml"] = {"sha256": "0" * 64, "text": "{}\n"}
+    changes = {(change.subject, change.impact) for change in _plan(cluster, rendered, probe).changes}
+    assert ("prometheus", Impact.PACKAGE) in changes
+    assert any(subject.endswith("prometheus.yml") and impact is not Impact.PACKAGE for subject, impact in changes), changes
