@@ -9,9 +9,8 @@ modules in EXPORTER_DIR on the controller, which runs them with ``python3 -m`` f
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.render.common import json_text
