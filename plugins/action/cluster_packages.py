@@ -13,8 +13,10 @@ task file with a dpkg-query task and an apt task: three task results per host an
 worker process, its templating and its results on the control node, for one.
 
 Returns ``dpkg_lines`` (dpkg-query's answer from before any install: "munge=0.5.15-2 ii "),
-``missing`` (the entries apt was asked for because of them; empty: apt did not run) and apt's
-own result keys when it ran. Its documentation (ansible-doc) is plugins/modules/cluster_packages.py.
+``missing`` (the entries apt was asked for because of them; empty: apt did not run), ``absent``
+(the packages of ``names`` no version of which was installed before: a daemon of one of them never
+ran here, so a role's handler need not restart it before its first start) and apt's own result
+keys when it ran. Its documentation (ansible-doc) is plugins/modules/cluster_packages.py.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def dpkg_missing(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
     return [package for package in wanted if package not in have]
 
 
+def dpkg_absent(wanted: list[str], dpkg_lines: list[str]) -> list[str]:
+    """The packages of ``wanted`` (pins dropped) of which dpkg has no version installed."""
+    installed = {package_name(line.split(" ")[0]) for line in dpkg_lines if _INSTALLED.search(line)}
+    return [package for package in map(package_name, wanted) if package not in installed]
+
+
 def dpkg_query_command(names: list[str]) -> str:
     """The dpkg-query command line for the package names of ``names`` (pins dropped), quoted."""
     packages = [package_name(entry) for entry in names]
@@ -72,7 +80,7 @@ class ActionModule(ActionBase):
             "policy_rc_d": {"type": "int"},
         })
         names: list[str] = args["names"]
-        result.update(changed=False, dpkg_lines=[], missing=[])
+        result.update(changed=False, dpkg_lines=[], missing=[], absent=[])
         if not names:
             return result
         # dpkg-query exits 1 when a name is unknown to dpkg; its output lists the others.
@@ -80,6 +88,7 @@ class ActionModule(ActionBase):
         lines = [line for line in query.get("stdout", "").splitlines() if line.strip()]
         result["dpkg_lines"] = lines
         result["missing"] = dpkg_missing(names, lines)
+        result["absent"] = dpkg_absent(names, lines)
         if not result["missing"]:
             return result
         try:

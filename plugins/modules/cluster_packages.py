@@ -44,4 +44,11 @@ missing:
   elements: str
   returned: always
   description: The entries apt was asked for (empty when apt did not run).
+absent:
+  type: list
+  elements: str
+  returned: always
+  description:
+    - The packages of O(names) of which no version was installed before (pins dropped).
+    - A daemon of such a package never ran on the host; a role's handler need not restart it before its first start.
 """

@@ -68,6 +68,14 @@ def test_dpkg_missing_needs_the_status_at_the_end() -> None:
     assert A.dpkg_missing(["munge"], ["munge=1 iii "]) == ["munge"]
 
 
+def test_dpkg_absent_is_what_no_version_of_was_installed() -> None:
+    """Not an upgrade: munge at another version than its pin is missing (apt installs the pin) but
+    not absent (its munged may be running); slurmd removed (rc) and mariadb-server unpacked (iU) are."""
+    wanted = ["munge=0.5.15-1", "slurm-client", "slurmd", "mariadb-server=1:10.11.6-0+deb12u1", "python3-venv"]
+    assert A.dpkg_absent(wanted, DPKG) == ["slurmd", "mariadb-server", "python3-venv"]
+    assert A.dpkg_absent(["munge"], []) == ["munge"]
+
+
 def test_dpkg_query_command_drops_pins_and_quotes() -> None:
     command = A.dpkg_query_command(["munge=0.5.15-2", "slurm-client", "we ird;rm"])
     assert command.startswith("dpkg-query --show '--showformat=${Package}=${Version} ${db:Status-Abbrev}\\n' ")
@@ -95,7 +103,7 @@ def _run(tmp_path: Path, names: list[str], options: tuple[str, ...] = ()) -> tup
 def test_installed_packages_need_no_apt_and_change_nothing(tmp_path: Path) -> None:
     run, out = _run(tmp_path, ["dpkg", "coreutils"])
     assert run.returncode == 0, run.explain()
-    assert out["changed"] is False and out["missing"] == []
+    assert out["changed"] is False and out["missing"] == [] and out["absent"] == []
     assert any(line.startswith("dpkg=") and line.rstrip().endswith("ii") for line in out["dpkg_lines"])
     assert "cache_updated" not in out  # apt did not run
     recap = run.recap()
@@ -107,7 +115,7 @@ def test_a_missing_package_goes_to_apt_and_its_failure_names_it(tmp_path: Path) 
     # --check: apt runs in check mode, changes nothing, and fails on a name no source has.
     run, out = _run(tmp_path, ["dpkg", "cluster-cli-no-such-package"], options=("--check",))
     assert run.returncode == 0, run.explain()  # ignore_errors
-    assert out["missing"] == ["cluster-cli-no-such-package"]
+    assert out["missing"] == out["absent"] == ["cluster-cli-no-such-package"]
     assert out["failed"] is True
     assert "apt could not install cluster-cli-no-such-package" in out["msg"]
 
