@@ -39,6 +39,45 @@ def exposition(prefix: str, metrics: Mapping[str, tuple[str, str]], samples: Ite
     return "\n".join(lines) + "\n"
 
 
+def samples_of(text: str) -> list[Sample]:
+    """The samples of an exposition (comments and blank lines skipped), each as (the metric's full
+    name, its labels, its value): the reverse of ``exposition``, label values unescaped, so that a
+    comma, quote or brace inside one is the value's (the tests read exporters' answers with it)."""
+    found: list[Sample] = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            found.append(_sample(line))
+    return found
+
+
+def _sample(line: str) -> Sample:
+    name_end = min((index for index in (line.find("{"), line.find(" ")) if index >= 0), default=len(line))
+    name, rest = line[:name_end], line[name_end:]
+    labels: dict[str, str] = {}
+    if rest.startswith("{"):
+        rest = _labels(rest, labels)
+    value = rest.split()[0]  # a timestamp may follow
+    return name, labels, float(value)
+
+
+def _labels(text: str, labels: dict[str, str]) -> str:
+    """Fill ``labels`` from ``text`` ('{a="x",b="y"} 1'); the rest after the closing brace."""
+    index = 1
+    while text[index] != "}":
+        equals = text.index("=", index)
+        key, value, index = text[index:equals].strip(" ,"), [], equals + 2  # past '="'
+        while text[index] != '"':
+            escaped = text[index] == "\\"
+            character = text[index + 1] if escaped else text[index]
+            value.append("\n" if escaped and character == "n" else character)
+            index += 2 if escaped else 1
+        labels[key] = "".join(value)
+        index += 1
+        if text[index] == ",":
+            index += 1
+    return text[index + 1:]
+
+
 def serve(scrape: Callable[[], str], address: str, port: int) -> None:
     """GET /metrics answers ``scrape()``'s text, anything else 404; serves until killed."""
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import ClusterView
 
 from cluster_cli.exporters.slurm_metrics import node_state
+from cluster_cli.exporters.text_format import samples_of
 
 # Reads a URL on the host itself (the bed's hosts have Python, not curl).
 FETCH = "python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())'"
@@ -73,10 +74,7 @@ def test_the_slurm_exporter_counts_the_nodes_sinfo_shows(monitored: ClusterView)
         _, partition, state = line.split()
         key = (partition.rstrip("*"), node_state(state))  # idle* -> idle+not_responding, as the exporter labels it
         counted[key] = counted.get(key, 0) + 1
-    served = {}
-    for line in text.splitlines():
-        if line.startswith("cluster_slurm_nodes{"):
-            labels = dict(pair.split("=", 1) for pair in line[line.index("{") + 1:line.index("}")].split(","))
-            served[(labels["partition"].strip('"'), labels["state"].strip('"'))] = int(float(line.rsplit(" ", 1)[1]))
+    served = {(labels["partition"], labels["state"]): int(value)
+              for name, labels, value in samples_of(text) if name == "cluster_slurm_nodes"}
     assert served == counted, f"exporter {served}, sinfo {counted}"
     assert "cluster_slurm_up 1" in text and "cluster_slurm_slurmdbd_up 1" in text

@@ -13,6 +13,7 @@ import pytest
 
 from deployed import DeployedCluster, wait_for
 
+from cluster_cli.exporters.text_format import samples_of
 from cluster_cli.render.monitoring import NODE_JOB, PROMETHEUS_JOB, SLURM_JOB
 
 pytestmark = pytest.mark.deploy
@@ -36,19 +37,10 @@ def _api(path: str, **query: str) -> object:
 
 def _exporter_value(text: str, metric: str, **labels: str) -> float:
     """The value of the one sample of ``metric`` with exactly ``labels`` in an exporter's text."""
-    wanted = metric + ("{" + ",".join(f'{key}="{value}"' for key, value in sorted(labels.items())) + "}" if labels else "")
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        if name and _sorted_labels(name) == wanted:
-            return float(value)
-    raise AssertionError(f"no sample {wanted} in the exporter's answer:\n{text}")
-
-
-def _sorted_labels(name: str) -> str:
-    if "{" not in name:
-        return name
-    metric, _, rest = name.partition("{")
-    return metric + "{" + ",".join(sorted(rest.rstrip("}").split(","))) + "}"
+    for name, found, value in samples_of(text):
+        if name == metric and found == labels:
+            return value
+    raise AssertionError(f"no sample {metric} {labels} in the exporter's answer:\n{text}")
 
 
 def _listening(port: int) -> set[str]:
