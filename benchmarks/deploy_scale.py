@@ -135,6 +135,9 @@ def inventory_text(cluster: str, hosts: list[dict[str, Any]], monitoring: bool =
         "  - {name: debug, nodes: [cpu], default: true, max_time: '01:00:00'}",
         "# no torch: its pip install is the hosts' work, not the control node's (numpy still is)",
         "training: {torch_version: null}",
+        # MPI's packages and mpi4py add no task of their own (slurmd's package task, the pip install):
+        # host work, not the control node's; and the bed's wheelhouse may carry no mpi4py
+        "mpi: {enabled: false}",
         *(["monitoring: {host: ctl}"] if monitoring else []),
         "",
     ])

@@ -1144,6 +1144,31 @@ class Monitoring(StrictModel):
     ports: MonitoringPorts = Field(default_factory=MonitoringPorts, description="The daemons' ports.")
 
 
+class Mpi(StrictModel):
+    """MPI launch through Slurm (docs/mpi.md): `MpiDefault`, the PMIx library Slurm's plugin opens,
+    Open MPI on login and compute hosts and mpi4py in the training environment."""
+
+    enabled: bool | None = Field(
+        None,
+        description=(
+            "Set MPI up; `null`: on where GPU nodes run on more than one host (multi-host training codes "
+            "start their ranks with `srun --mpi=pmix`), off on one host (torchrun needs no MPI)."
+        ),
+    )
+    plugin: Literal["pmix", "pmi2"] | None = Field(
+        None,
+        description=(
+            "`MpiDefault`: `pmix` (Debian's Open MPI starts under srun only with it) or `pmi2` (MPICH and "
+            "other PMI-2 codes); `srun --mpi=` picks the other for one step. `null`: `pmix`, or `pmi2` "
+            "where `slurm.version` pins a series that ships no PMIx plugin."
+        ),
+    )
+    mpi4py_version: Annotated[str, Field(pattern=r"^[0-9][0-9A-Za-z.+]*$")] | None = Field(
+        "4.1.2",
+        description="mpi4py installed in the training environment (its wheels load the release's Open MPI); `null`: none.",
+    )
+
+
 class Secrets(StrictModel):
     """Where generated secrets (munge key, database password) are kept on the control node."""
 
@@ -1232,6 +1257,7 @@ class Inventory(StrictModel):
     priority: Priority = Field(
         default_factory=Priority, description="Job priority (fair share) and preemption in slurm.conf."
     )
+    mpi: Mpi = Field(default_factory=Mpi, description="MPI launch: MpiDefault, PMIx, Open MPI, mpi4py.")
     monitoring: Monitoring = Field(
         default_factory=Monitoring, description="Prometheus, node_exporter and the Slurm exporter; off unless `host` is set."
     )

@@ -25,6 +25,7 @@ MANAGED_SLURM_KEYS = {
     "HealthCheckNodeState": "health_check.node_state",
     # the program roles/slurmd installs; health_check.enabled: false leaves the three unset
     "HealthCheckProgram": "health_check.enabled",
+    "MpiDefault": "mpi.plugin",
     "NodeName": "node_groups",
     "PartitionName": "partitions",
     "PreemptMode": "priority.preemption.mode",
@@ -73,6 +74,8 @@ OVERRIDABLE_DERIVED_SLURM_KEYS = {
     "DefMemPerCPU",
     # MAX_TRES with priority.bill_gpus; a site may want other flags (render/priority.py)
     "PriorityFlags",
+    # each node's spool directory where a host runs several slurmd and MPI is on (render/slurm_conf.py)
+    "TmpFS",
 }
 
 # Slurm's default memory of a job that asks for none; slurm.conf(5): "DefMemPerCPU, DefMemPerGPU and

@@ -17,6 +17,7 @@ from cluster_cli.render import SLURM_BUILD_DIR
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
+from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.secrets_store import ClusterSecrets
 
 
@@ -125,6 +126,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # slurmd
         "slurmd_spool_dir": paths.spool_dir,
         "slurmd_conf_server": conf_server(cluster),
+        "slurmd_mpi_packages": mpi_packages(inventory),
         # the document each host's file is made from (health_conf.HEALTH_DOCUMENT); empty: no health check
         "slurmd_health_config_src": str(build_dir / HEALTH_BUILD_DIR) if inventory.health_check.enabled else "",
         "slurmd_pam_adopt_allow": [
@@ -137,13 +139,14 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         # login
         "login_examples_src": str(build_dir / EXAMPLES_BUILD_DIR),
         "login_examples_dir": training.examples_dir,
+        "login_mpi_packages": mpi_packages(inventory),
         **monitoring_variables(cluster, build_dir),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version or "",
         "training_env_ray_version": training.ray_version or "",
-        "training_env_packages": list(training.packages),
+        "training_env_packages": training_pins(inventory),
         "training_env_pip_args": list(training.pip_args),
         "training_env_test_user": training.test_user,
         "training_env_test_user_uid": training.test_user_uid,

@@ -10,6 +10,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import project_dir
 from cluster_cli.render.ansible_inventory import pam_adopt_node
+from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.role_defaults import RoleDefaultError, role_default
 
 #: The NVML plugin package roles/slurm_build makes (Debian's Slurm has no gpu/nvml plugin).
@@ -64,6 +65,7 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
         wanted.update(package_list(variable))
     if any(pam_adopt_node(cluster, host) for host in cluster.hosts.values()):
         wanted.add(PAM_ADOPT_PACKAGE)
+    wanted.update(mpi_packages(cluster.inventory))
     return sorted(wanted)
 
 
@@ -72,4 +74,4 @@ def pip_requirements(cluster: Cluster) -> list[str]:
     training = cluster.inventory.training
     pins = [f"torch=={training.torch_version}"] if training.torch_version else []
     pins += [f"ray=={training.ray_version}"] if training.ray_version else []
-    return pins + list(training.packages)
+    return pins + training_pins(cluster.inventory)

@@ -6,6 +6,7 @@ from typing import Any
 
 from cluster_cli import hostlist
 from cluster_cli.cluster import Cluster, SlurmNode
+from cluster_cli.mpi_launch import mpi_enabled, mpi_plugin
 from cluster_cli.render.common import add_list_items, format_value, header, key_value_lines, merge
 from cluster_cli.render.health_conf import HEALTH_PROGRAM_PATH
 from cluster_cli.render.mem_defaults import cluster_default, group_cpus, partition_defaults
@@ -24,7 +25,6 @@ SLURM_CONF_DEFAULTS: dict[str, Any] = {
     "KillOnBadExit": 1,
     "KillWait": 30,
     "MinJobAge": 300,
-    "MpiDefault": "none",
     # Users see their own jobs, usage and associations only (root, SlurmUser and operators all).
     "PrivateData": "accounts,jobs,usage,users",
     "PrologFlags": "Contain",
@@ -106,7 +106,20 @@ def derived_settings(cluster: Cluster) -> dict[str, Any]:
         derived["TopologyPlugin"] = f"topology/{inventory.topology.plugin}"
     derived.update(health_check_settings(cluster))
     derived.update(priority_settings(cluster))
+    derived.update(mpi_settings(cluster))
     return derived
+
+
+def mpi_settings(cluster: Cluster) -> dict[str, Any]:
+    """MpiDefault; and where one host runs several slurmd, each node's own TmpFS (its spool
+    directory): the PMIx plugin makes each step's client directory in TmpFS, named by user, job and
+    step only, so two nodes of one host in one step collide on it ("task launch failed")."""
+    if not mpi_enabled(cluster.inventory):
+        return {"MpiDefault": "none"}
+    settings: dict[str, Any] = {"MpiDefault": mpi_plugin(cluster.inventory)}
+    if any(len(host.slurmd_nodes) > 1 for host in cluster.hosts.values()):
+        settings["TmpFS"] = f"{cluster.inventory.slurm.paths.spool_dir}/%n"
+    return settings
 
 
 def gpu_tres(cluster: Cluster) -> str:

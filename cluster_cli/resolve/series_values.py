@@ -18,6 +18,7 @@ import yaml
 
 from cluster_cli.errors import Location, Problem
 from cluster_cli.model import Inventory
+from cluster_cli.mpi_launch import mpi_enabled, mpi_plugin
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.slurm_keys import CGROUP_PLUGINS, MANAGED_CGROUP_KEYS, MANAGED_SLURM_KEYS, find_key
 from cluster_cli.source_map import SourceMap
@@ -95,13 +96,9 @@ def series_problems(inventory: Inventory, source_file: str, version: str) -> lis
 
 
 def _has_facts(version: str) -> bool:
-    from cluster_cli.slurm_facts import UnknownSlurmVersion, series
+    from cluster_cli.slurm_facts import has_facts
 
-    try:
-        series(version)
-    except UnknownSlurmVersion:
-        return False
-    return True
+    return has_facts(version)
 
 
 def _plugin_problems(inventory: Inventory, version: str) -> Iterator[tuple[Location, str]]:
@@ -112,6 +109,8 @@ def _plugin_problems(inventory: Inventory, version: str) -> Iterator[tuple[Locat
     if inventory.topology is not None:
         topology_plugin = f"topology/{inventory.topology.plugin}"
         fields.append((("topology", "plugin"), "slurm.conf", "TopologyPlugin", topology_plugin))
+    if mpi_enabled(inventory):
+        fields.append((("mpi", "plugin"), "slurm.conf", "MpiDefault", mpi_plugin(inventory)))
     for location, file_name, key, value in fields:
         for message in plugin_problems(version, file_name, key, value):
             yield location, f"{key}={value}: {message}"

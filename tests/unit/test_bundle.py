@@ -121,7 +121,9 @@ def test_nvml_plugin_only_for_autodetect_nvml():
 def test_wheels_are_what_training_env_installs():
     cluster = load_cluster(SHIPPED_INVENTORIES["minimal"])
     training = cluster.inventory.training
-    assert packages.pip_requirements(cluster) == [f"torch=={training.torch_version}", *training.packages]
+    assert packages.pip_requirements(cluster) == [
+        f"torch=={training.torch_version}", *training.packages, f"mpi4py=={cluster.inventory.mpi.mpi4py_version}"
+    ]
 
 
 # -- the bundle ----------------------------------------------------------------------------------------

@@ -323,7 +323,7 @@ def plausible_inventories(draw) -> str:
         )
         document["topology"] = {"plugin": "tree", "switches": switches}
     if draw(st.booleans()):
-        document["slurm"] = {"conf": {"KillWait": draw(st.integers(1, 100)), "MpiDefault": None}}
+        document["slurm"] = {"conf": {"KillWait": draw(st.integers(1, 100)), "Waittime": None}}
     return dump(document)
 
 

@@ -45,6 +45,7 @@ def _converged_probe(cluster, rendered) -> HostProbe:
     daemons |= {f"slurmd@{node.name}": {"pid": 20, "started": 1.0, "running": True} for node in cluster.nodes}
     packages = {name: VERSION for name in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")} | {"munge": "0.5.15"}
     packages |= {"prometheus-node-exporter": "1.5.0-1+b6", "prometheus": "2.42.0+ds-5+deb12u1"}
+    packages |= {"libpmix-dev": "4.2.2-1+deb12u1", "openmpi-bin": "4.1.4-3+b1"}
     controller = {"state_cluster_name": cluster.name, "error": None, "jobs": [],
                   "nodes": [{"name": node.name, "state": "idle", "reason": "none", "user": "Unknown", "time": "Unknown"}
                             for node in cluster.nodes]}
@@ -360,3 +361,19 @@ def test_the_monitoring_packages_and_files_missing_are_changes_of_the_plan(tmp_p
     changes = {(change.subject, change.impact) for change in _plan(cluster, rendered, probe).changes}
     assert ("prometheus", Impact.PACKAGE) in changes
     assert any(subject.endswith("prometheus.yml") and impact is not Impact.PACKAGE for subject, impact in changes), changes
+
+
+def test_the_mpi_packages_missing_on_a_compute_and_login_host_are_package_changes(tmp_path: Path) -> None:
+    # the local inventory has mpi.enabled: true, and its one host is a compute and a login host
+    cluster = local_cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    del probe.packages["openmpi-bin"]
+    changes = [(change.subject, change.impact, change.detail) for change in _plan(cluster, rendered, probe).changes]
+    assert changes == [("openmpi-bin", Impact.PACKAGE, "not installed: install")]
+    (tmp_path / "off").mkdir()
+    without = local_cluster(tmp_path / "off", lambda text: text.replace("mpi:\n  enabled: true\n", "mpi:\n  enabled: false\n"))
+    rendered = _rendered(without)
+    probe = _converged_probe(without, rendered)
+    del probe.packages["openmpi-bin"], probe.packages["libpmix-dev"]
+    assert _plan(without, rendered, probe).changes == []

@@ -124,18 +124,18 @@ def test_partition_options_are_sorted_after_the_fields():
 def test_override_replaces_adds_and_null_deletes_a_default():
     text = (
         BASE
-        + "slurm:\n  conf:\n    KillWait: 5\n    MpiDefault: null\n    SchedulerParameters: bf_continue\n"
+        + "slurm:\n  conf:\n    KillWait: 5\n    Waittime: null\n    SchedulerParameters: bf_continue\n"
     )
     lines = global_lines(render_slurm_conf(load(text)))
     assert "KillWait=5" in lines and "KillWait=30" not in lines
-    assert not any(line.startswith("MpiDefault=") for line in lines)
+    assert not any(line.startswith("Waittime=") for line in lines)
     assert "SchedulerParameters=bf_continue" in lines
 
 
 def test_override_keys_match_defaults_without_case():
-    text = BASE + "slurm:\n  conf:\n    killwait: 5\n    mpidefault: null\n"
+    text = BASE + "slurm:\n  conf:\n    killwait: 5\n    waittime: null\n"
     lines = global_lines(render_slurm_conf(load(text)))
-    assert [line for line in lines if line.lower().startswith(("killwait=", "mpidefault="))] == ["KillWait=5"]
+    assert [line for line in lines if line.lower().startswith(("killwait=", "waittime="))] == ["KillWait=5"]
 
 
 def test_null_deletes_a_derived_key_too():

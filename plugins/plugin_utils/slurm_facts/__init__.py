@@ -18,23 +18,26 @@ from __future__ import annotations
 from .change import ConfChange, conf_change, host_conf_change
 from .facts import (
     UnknownSlurmVersion,
+    has_facts,
     known_keys,
     rules_series,
     series,
     supported_series,
 )
-from .plugins import plugin_problems
+from .plugins import plugin_problems, shipped_plugins
 from .upgrade_path import upgrade_path_problem
 
 __all__ = [
     "ConfChange",
     "UnknownSlurmVersion",
     "conf_change",
+    "has_facts",
     "host_conf_change",
     "known_keys",
     "plugin_problems",
     "rules_series",
     "series",
+    "shipped_plugins",
     "supported_series",
     "upgrade_path_problem",
 ]

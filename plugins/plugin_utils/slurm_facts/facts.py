@@ -69,6 +69,15 @@ def series(version: str) -> str:
     return release
 
 
+def has_facts(version: str) -> bool:
+    """Whether ``version`` is of a supported series (one with facts here)."""
+    try:
+        series(version)
+    except UnknownSlurmVersion:
+        return False
+    return True
+
+
 def rules_series(version: str) -> tuple[str, str]:
     """The series whose rules apply to a host that reports ``version``, and a line saying why.
 
