@@ -1,7 +1,7 @@
 """The checks, in the order they run: quick cluster checks first, then the training jobs.
 
 Each check has a scope: "partition" checks (launch, arrays, dependencies, salloc, pty,
-KillOnBadExit, a QoS's per-user GPU limit, fair share) run once per partition over its nodes; "group" checks (GPU binding, accounting,
+KillOnBadExit, MPI, a QoS's per-user GPU limit, fair share) run once per partition over its nodes; "group" checks (GPU binding, accounting,
 node fill, the training jobs, the all-nodes sweep) run once per node group in each partition,
 pinned to that group's nodes, with its GPU count, type and thresholds. A target of scope "whole"
 (one plain SmokeTarget) runs every check.
@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cluster_cli.smoke import checks_accounting, checks_cluster, checks_fairshare, checks_nodes, checks_training
+from cluster_cli.smoke import (
+    checks_accounting,
+    checks_cluster,
+    checks_fairshare,
+    checks_mpi,
+    checks_nodes,
+    checks_training,
+)
 from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.suite_errors import UnknownCheckError
 from cluster_cli.smoke.report import CheckResult
@@ -51,6 +58,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "kill-on-bad-exit", "one failing rank ends the step promptly", checks_cluster.check_kill_on_bad_exit
     ),
+    Check("mpi", "srun --mpi starts one MPI world over two nodes: exact all-reduce, latency", checks_mpi.check_mpi),
     Check(
         "sacct", "accounting records the job with gres/gpu (and gres/gpu:TYPE)", checks_cluster.check_sacct,
         scope="group",

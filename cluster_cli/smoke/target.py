@@ -98,6 +98,10 @@ class SmokeTarget:
     "neutral"}: two sibling accounts ``user`` may charge whose fair-share shares differ (the larger
     first), a QoS usable in both, each one's GrpTRES gres/gpu cap (None: none) and another account
     of ``user`` for the job that holds a node (None: none); None: the check skips."""
+    mpi_plugin: str | None = None
+    """mpi check: the cluster's MPI plugin (MpiDefault: "pmix" or "pmi2"); None: MPI is off, the check skips."""
+    mpi4py: bool = False
+    """mpi check: the training environment (``python``) has mpi4py; False: the check skips."""
     preemption: dict[str, str] | None = None
     """Preempt check: {"qos", "by", "account"}: the job runs in QoS "qos" and Slurm preempts it
     (REQUEUE) for a job of QoS "by", both usable by ``user`` in "account"; None: the check sends

@@ -11,6 +11,7 @@ from pathlib import Path
 from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.model import NodeGroup
+from cluster_cli.mpi_launch import installs_mpi4py, mpi_enabled, mpi_plugin
 from cluster_cli.smoke import SmokeTarget
 from cluster_cli.smoke_control import accounting_targets
 
@@ -19,6 +20,11 @@ def _device_glob(devices: tuple[str, ...]) -> str:
     """``/dev/fake-gpu/nvidia0`` -> ``/dev/fake-gpu/nvidia[0-9]*``."""
     first = Path(devices[0])
     return str(first.parent / (re.sub(r"\d+$", "", first.name) + "[0-9]*"))
+
+
+def _cpus(group: NodeGroup) -> int:
+    """The CPUs Slurm schedules on each node of ``group``."""
+    return group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core
 
 
 def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s: float = 180.0) -> SmokeTarget:
@@ -44,6 +50,9 @@ def smoke_target(cluster: Cluster, partition: str | None = None, check_timeout_s
         accounting_enabled=cluster.inventory.accounting.enabled,
         qos_limit=accounting_targets.qos_limit(cluster),
         fairshare=accounting_targets.fairshare(cluster),
+        cpus_per_node=min(_cpus(group) for group in groups),
+        mpi_plugin=mpi_plugin(cluster.inventory) if mpi_enabled(cluster.inventory) else None,
+        mpi4py=installs_mpi4py(cluster.inventory),
         user=training.test_user,
         user_uid=training.test_user_uid,
         user_gid=training.test_user_gid,
@@ -106,7 +115,7 @@ def group_target(
         gres_type=gpu_type,
         fake_gpus=bool(gpus and gpus.fake),
         thresholds=_type_thresholds(cluster, gpu_type),
-        cpus_per_node=group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
+        cpus_per_node=_cpus(group),
         node_devices={node.name: list(node.gpu_devices) for node in with_devices},
         preemption=accounting_targets.preemption(cluster, job_gpus),
         gpu_device_glob=(

@@ -39,7 +39,7 @@ def test_full_smoke_suite_passes(deployed_cluster: DeployedCluster, tmp_path: Pa
             assert check["verdict"] == "skip" and check["reason"], check
         else:
             assert check["verdict"] == "pass", f"{name}: {check['reason']}\n{check.get('output_tail')}"
-    for name in ("allreduce", "ddp", "fsdp"):
+    for name in ("allreduce", "ddp", "fsdp", "mpi"):
         assert verdicts[name]["figure"] and verdicts[name]["figure"] > 0, verdicts[name]
     suite = ElementTree.parse(junit_path).getroot()
     cases = suite.iter("testcase")

@@ -109,6 +109,7 @@ def test_check_names_are_unique_and_cover_the_issue():
         "salloc",
         "pty",
         "kill-on-bad-exit",
+        "mpi",
         "qos-limit",
         "fairshare",
         "sacct",
