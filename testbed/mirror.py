@@ -67,6 +67,9 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     # roles/node_exporter and roles/prometheus (the default scenario's monitoring host)
     "prometheus-node-exporter",
     "prometheus",
+    # MPI launch (cluster_cli/mpi_launch.py: the default scenario's mpi section)
+    "libpmix-dev",
+    "openmpi-bin",
 )
 
 
