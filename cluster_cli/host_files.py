@@ -3,8 +3,8 @@
 The roles copy byte for byte (roles/slurm_common: the Slurm configs to every cluster host;
 roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host;
 roles/slurmd: the health check's file to each compute host; roles/login: the job templates to
-each login host; roles/prometheus and roles/slurm_exporter: their files to the monitoring host and
-the primary controller), so a
+each login host; roles/prometheus, roles/slurm_exporter and roles/gpu_exporter: their files to the monitoring
+host, the primary controller and the hosts whose GPUs NVML reads), so a
 host's file matches when its checksum equals the rendered one. A deploy followed by a plan
 that finds nothing to change (tests/deploy) keeps this table true to the roles.
 """
@@ -87,7 +87,8 @@ def files_for_host(
 
 def _monitoring_files(cluster: Cluster, host: ManagedHost, checksums: dict[str, str]) -> list[HostFile]:
     """roles/prometheus: its configuration, the alert rules and the console pages on the monitoring
-    host; roles/slurm_exporter: the exporter's modules on the primary controller."""
+    host; roles/slurm_exporter and roles/gpu_exporter: the exporters' modules on the primary
+    controller and on each host whose GPUs NVML reads."""
     if cluster.inventory.monitoring.host is None:
         return []
     files = []
@@ -97,7 +98,7 @@ def _monitoring_files(cluster: Cluster, host: ManagedHost, checksums: dict[str, 
             files.append(HostFile(f"{PROMETHEUS_DIR}/{name}", source, checksums.get(source)))
         files += [HostFile(f"{PROMETHEUS_DIR}/consoles/{source.removeprefix(CONSOLES_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(CONSOLES_PREFIX)]
-    if host.name == cluster.inventory.controllers.primary:
+    if host.name == cluster.inventory.controllers.primary or host.has_nvml_gpus:
         files += [HostFile(f"{EXPORTER_DIR}/{source.removeprefix(EXPORTER_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(EXPORTER_PREFIX)]
     return files

@@ -1121,11 +1121,13 @@ class MonitoringPorts(StrictModel):
     alertmanager: Port = Field(9093, description="Alertmanager's port, on the monitoring host.")
     node: Port = Field(9100, description="node_exporter's port, on every cluster host.")
     slurm: Port = Field(9446, description="The Slurm exporter's port, on the primary controller.")
+    gpu: Port = Field(9445, description="The GPU exporter's port, on every host with GPUs NVML reads (not fake ones).")
 
 
 class Monitoring(StrictModel):
-    """Prometheus on one host, scraping node_exporter on every cluster host and the Slurm exporter on
-    the primary controller, with the cluster's alert rules and console pages (docs/monitoring.md).
+    """Prometheus on one host, scraping node_exporter on every cluster host, the Slurm exporter on
+    the primary controller and the GPU exporter on every host with GPUs NVML reads, with the
+    cluster's alert rules and console pages (docs/monitoring.md).
     Each daemon listens on its host's inventory address only: whoever reaches that address may
     scrape it, and the Slurm exporter serves per-account figures `PrivateData` hides from users."""
 

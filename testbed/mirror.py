@@ -70,6 +70,8 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     # MPI launch (cluster_cli/mpi_launch.py: the default scenario's mpi section)
     "libpmix-dev",
     "openmpi-bin",
+    # roles/gpu_exporter (the gpu scenario's monitoring): Ansible's pip module imports packaging
+    "python3-packaging",
 )
 
 

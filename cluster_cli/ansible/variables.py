@@ -79,6 +79,8 @@ def monitoring_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
         "slurm_exporter_src": str(build_dir / EXPORTER_BUILD_DIR),
         "slurm_exporter_port": ports.slurm,
         "slurm_exporter_accounting": cluster.inventory.accounting.enabled,
+        "gpu_exporter_src": str(build_dir / EXPORTER_BUILD_DIR),
+        "gpu_exporter_port": ports.gpu,
         "prometheus_config_src": str(build_dir / MONITORING_BUILD_DIR),
         "prometheus_port": ports.prometheus,
         "prometheus_retention": monitoring.retention,

@@ -30,6 +30,9 @@ OF_ROLE = {
 # with a monitoring host: node_exporter on every host, Alertmanager where the inventory asks for it
 MONITORED_HOST = "node_exporter_packages"
 ALERTMANAGER = "prometheus_alertmanager_packages"
+# with a monitoring host and GPUs NVML reads: the GPU exporter's environment and its NVML binding
+GPU_EXPORTER = "gpu_exporter_packages"
+GPU_EXPORTER_WHEELS = "gpu_exporter_pip_packages"
 PAM_ADOPT_PACKAGE = "libpam-slurm-adopt"  # roles/slurmd/vars/main.yml: where slurmd_pam_adopt_node is set
 INFINIBAND = "nccl_ib_packages"
 
@@ -61,6 +64,8 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
         sources.add(MONITORED_HOST)
         if monitoring.alertmanager:
             sources.add(ALERTMANAGER)
+        if _exports_gpus(cluster):
+            sources.add(GPU_EXPORTER)
     for variable in sources:
         wanted.update(package_list(variable))
     if any(pam_adopt_node(cluster, host) for host in cluster.hosts.values()):
@@ -70,8 +75,15 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
 
 
 def pip_requirements(cluster: Cluster) -> list[str]:
-    """What roles/training_env pip-installs into the training environment: torch, Ray and the pins."""
+    """What pip installs on the hosts: torch, Ray and the pins in the training environment
+    (roles/training_env), NVML's binding in the GPU exporter's (roles/gpu_exporter)."""
     training = cluster.inventory.training
     pins = [f"torch=={training.torch_version}"] if training.torch_version else []
     pins += [f"ray=={training.ray_version}"] if training.ray_version else []
-    return pins + training_pins(cluster.inventory)
+    pins += training_pins(cluster.inventory)
+    return pins + (list(package_list(GPU_EXPORTER_WHEELS)) if _exports_gpus(cluster) else [])
+
+
+def _exports_gpus(cluster: Cluster) -> bool:
+    """roles/gpu_exporter runs somewhere: a monitoring host, and GPUs NVML reads."""
+    return cluster.inventory.monitoring.host is not None and any(host.has_nvml_gpus for host in cluster.hosts.values())

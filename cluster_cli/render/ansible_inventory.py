@@ -14,6 +14,7 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
 from cluster_cli.render.common import JsonMembers, json_lines, json_string, json_text
+from cluster_cli.render.monitoring import nvml_gpu_hosts
 
 GROUP_OF_ROLE = {
     "controller": "slurm_controller",
@@ -137,8 +138,8 @@ def shared_variables(host_vars: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The cluster group's children: each role's hosts, training_env, slurm_nvml, node_exporter and
-    slurm_exporter (one pass over the hosts)."""
+    """The cluster group's children: each role's hosts, training_env, slurm_nvml, node_exporter,
+    slurm_exporter and gpu_exporter (one pass over the hosts, and one over the GPU hosts)."""
     members: dict[str, dict[str, None]] = {group: {} for group in GROUP_OF_ROLE.values()}
     training: dict[str, None] = {}
     for name, host in cluster.hosts.items():
@@ -158,6 +159,7 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
     monitored = cluster.inventory.monitoring.host is not None
     children["node_exporter"] = {"hosts": {name: None for name in cluster.hosts} if monitored else {}}
     children["slurm_exporter"] = {"hosts": {primary: None} if monitored else {}}
+    children["gpu_exporter"] = {"hosts": {host.name: None for host in nvml_gpu_hosts(cluster)} if monitored else {}}
     return children
 
 

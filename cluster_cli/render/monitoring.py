@@ -1,10 +1,11 @@
 """What the monitoring roles install (docs/monitoring.md), rendered once on the control node: the
 monitoring host's Prometheus configuration, its scrape targets taken from the inventory, and the
-Slurm exporter's code for the primary controller (roles/slurm_exporter). Only for a cluster with
-`monitoring.host`.
+exporters' code for the primary controller (roles/slurm_exporter) and the hosts whose GPUs NVML
+reads (roles/gpu_exporter). Only for a cluster with `monitoring.host`.
 
-Prometheus' files land in PROMETHEUS_DIR on the monitoring host (roles/prometheus); the exporter's
-modules in EXPORTER_DIR on the controller, which runs them with ``python3 -m`` from there.
+Prometheus' files land in PROMETHEUS_DIR on the monitoring host (roles/prometheus); the exporters'
+modules in EXPORTER_DIR on the controller and the GPU hosts, which run them with ``python -m`` from
+there.
 """
 
 from __future__ import annotations
@@ -31,9 +32,15 @@ EXPORTER_MODULES = (
     "cluster_cli/exporters/__init__.py",
     "cluster_cli/exporters/text_format.py",
     "cluster_cli/exporters/slurm_metrics.py",
+    "cluster_cli/exporters/gpu_metrics.py",
 )
 #: The scrape job names; the dashboards and alert rules select by metric name, not by job.
-NODE_JOB, SLURM_JOB, PROMETHEUS_JOB = "node", "slurm", "prometheus"
+NODE_JOB, SLURM_JOB, GPU_JOB, PROMETHEUS_JOB = "node", "slurm", "gpu", "prometheus"
+
+
+def nvml_gpu_hosts(cluster: Cluster) -> list[ManagedHost]:
+    """The hosts whose GPUs NVML reads: roles/gpu_exporter's."""
+    return [host for host in cluster.hosts.values() if host.has_nvml_gpus]
 
 
 def cluster_role(host: ManagedHost) -> str:
@@ -53,8 +60,9 @@ def _targets_by_role(cluster: Cluster, port: int) -> list[dict[str, Any]]:
 
 
 def prometheus_config(cluster: Cluster) -> dict[str, Any]:
-    """Prometheus' configuration: every host's node_exporter, the Slurm exporter, Prometheus itself,
-    the cluster's alert rules, Alertmanager where the inventory runs one."""
+    """Prometheus' configuration: every host's node_exporter, the Slurm exporter, the GPU exporter of
+    each host whose GPUs NVML reads, Prometheus itself, the cluster's alert rules, Alertmanager where
+    the inventory runs one."""
     monitoring = cluster.inventory.monitoring
     assert monitoring.host is not None
     ports = monitoring.ports
@@ -74,6 +82,11 @@ def prometheus_config(cluster: Cluster) -> dict[str, Any]:
              "static_configs": [{"targets": [f"{controller}:{ports.slurm}"]}]},
         ],
     }
+    gpu_hosts = nvml_gpu_hosts(cluster)
+    if gpu_hosts:
+        config["scrape_configs"].append(
+            {"job_name": GPU_JOB, "static_configs": [{"targets": [f"{host.address}:{ports.gpu}" for host in gpu_hosts]}]}
+        )
     if monitoring.alertmanager:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"{server}:{ports.alertmanager}"]}]}]}
     return config

@@ -66,8 +66,8 @@ def daemon_ports(inventory: Inventory, host: ManagedHost, group_index: dict[int,
 
 def monitoring_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort]:
     """The monitoring daemons ``host`` runs and their ports (none without monitoring): node_exporter
-    on every host, the Slurm exporter on the primary controller, Prometheus (and Alertmanager) on
-    the monitoring host."""
+    on every host, the Slurm exporter on the primary controller, the GPU exporter where NVML reads
+    the GPUs, Prometheus (and Alertmanager) on the monitoring host."""
     monitoring = inventory.monitoring
     if monitoring.host is None:
         return []
@@ -75,6 +75,8 @@ def monitoring_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort
     claims = [DaemonPort("prometheus-node-exporter", "node_exporter", ports.node, ("monitoring", "ports", "node"))]
     if host.name == inventory.controllers.primary:
         claims.append(DaemonPort("cluster-slurm-exporter", "the Slurm exporter", ports.slurm, ("monitoring", "ports", "slurm")))
+    if host.has_nvml_gpus:
+        claims.append(DaemonPort("cluster-gpu-exporter", "the GPU exporter", ports.gpu, ("monitoring", "ports", "gpu")))
     if "monitoring" in host.roles:
         claims.append(DaemonPort("prometheus", "Prometheus", ports.prometheus, ("monitoring", "ports", "prometheus")))
         if monitoring.alertmanager:

@@ -22,6 +22,11 @@ class ManagedHost:
     roles: frozenset[str] = frozenset()  # hosts of the same roles share one (10,000 compute hosts)
     slurmd_nodes: list[SlurmNode] = field(default_factory=list)
 
+    @property
+    def has_nvml_gpus(self) -> bool:
+        """A node here has GPUs NVML reads: not test-only fake device files, which no NVML knows."""
+        return any(node.group.gpus is not None and not node.group.gpus.fake for node in self.slurmd_nodes)
+
 
 _COMPUTE = frozenset({"compute"})
 

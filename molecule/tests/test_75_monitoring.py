@@ -13,6 +13,7 @@ from conftest import ClusterView
 
 from cluster_cli.exporters.slurm_metrics import node_state
 from cluster_cli.exporters.text_format import samples_of
+from cluster_cli.render.monitoring import nvml_gpu_hosts
 
 # Reads a URL on the host itself (the bed's hosts have Python, not curl).
 FETCH = "python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())'"
@@ -59,8 +60,9 @@ def test_prometheus_scrapes_every_target_up(monitored: ClusterView) -> None:
             break
         time.sleep(5)
     assert not down, f"targets not up after 120 s: {down}"
-    # every host's node_exporter, the Slurm exporter and Prometheus itself
-    assert len(targets) == len(monitored.cluster.hosts) + 2, [target["scrapeUrl"] for target in targets]
+    # every host's node_exporter, the Slurm exporter, Prometheus itself and the GPU exporters
+    expected = len(monitored.cluster.hosts) + 2 + len(nvml_gpu_hosts(monitored.cluster))
+    assert len(targets) == expected, [target["scrapeUrl"] for target in targets]
 
 
 def test_the_slurm_exporter_counts_the_nodes_sinfo_shows(monitored: ClusterView) -> None:

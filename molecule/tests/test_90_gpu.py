@@ -1,5 +1,6 @@
 """GPU autodetection on the `gpu` scenario: Slurm's own gpu/nvml plugin, built by the deploy and
-installed on the hosts that autodetect, reads each host's emulated NVML (roles/nvml_emulator).
+installed on the hosts that autodetect, reads each host's emulated NVML (roles/nvml_emulator); so
+does the GPU exporter (roles/gpu_exporter, where the scenario has a monitoring host).
 
 Skipped in scenarios whose inventory autodetects no GPU.
 """
@@ -12,6 +13,9 @@ import shlex
 
 import pytest
 from conftest import ClusterView
+from test_75_monitoring import FETCH
+
+from cluster_cli.exporters.text_format import samples_of
 
 EMULATOR_CONF = "/etc/cluster-cli/nvml-emulator.conf"
 
@@ -49,6 +53,35 @@ def test_only_the_hosts_that_autodetect_get_the_plugin(view: ClusterView, gpu_no
             assert installed.rc == 0 and installed.stdout.endswith("+nvml1"), installed.stdout + installed.stderr
         else:
             assert installed.rc != 0, f"{host} has slurm-wlm-nvml-plugin {installed.stdout}"
+
+
+def test_the_gpu_exporter_serves_each_hosts_gpus_as_nvml_shows_them(
+    view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]
+) -> None:
+    """roles/gpu_exporter on each host whose GPUs NVML reads: its GPUs through NVIDIA's binding
+    (the emulated NVML here), the count the inventory expects, Prometheus scraping it."""
+    monitoring = view.cluster.inventory.monitoring
+    if monitoring.host is None:
+        pytest.skip("this scenario's inventory has no monitoring host")
+    for node, (gpu_type, count) in gpu_nodes.items():
+        host = view.cluster.node(node).host
+        address = view.cluster.hosts[host].address
+        samples = samples_of(view.run(host, f"{FETCH} http://{address}:{monitoring.ports.gpu}/metrics").stdout)
+        names = [labels["name"] for name, labels, _ in samples if name == "cluster_gpu_info"]
+        assert len(names) == count and all(gpu_type in name.lower().replace(" ", "_") for name in names), names
+        assert [value for name, _, value in samples if name == "cluster_gpu_expected"] == [count]
+        totals = [value for name, _, value in samples if name == "cluster_gpu_memory_total_bytes"]
+        assert len(totals) == count and all(total > 0 for total in totals), totals
+    server = view.cluster.hosts[monitoring.host].address
+    url = f"http://{server}:{monitoring.ports.prometheus}/api/v1/targets"
+    wanted = {f"{view.cluster.hosts[view.cluster.node(node).host].address}:{monitoring.ports.gpu}" for node in gpu_nodes}
+
+    def gpu_targets_up() -> bool:
+        targets = json.loads(view.run(monitoring.host, f"{FETCH} {url}").stdout)["data"]["activeTargets"]
+        return {target["labels"]["instance"] for target in targets
+                if target["labels"]["job"] == "gpu" and target["health"] == "up"} == wanted
+
+    view.wait_until("Prometheus scrapes every GPU exporter", gpu_targets_up, 120)
 
 
 def test_a_redeploy_reuses_the_built_plugin(view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]) -> None:

@@ -1,6 +1,7 @@
 """What the monitoring roles get from the inventory (render/monitoring.py): Prometheus' scrape
-targets, checked by Prometheus' own promtool, the Slurm exporter's modules, the hosts each daemon
-runs on, and the inventory mistakes refused before any host is touched."""
+targets, checked by Prometheus' own promtool, the exporters' modules, the hosts each daemon runs on
+(the GPU exporter where NVML reads the GPUs), and the inventory mistakes refused before any host is
+touched."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from test_alert_rules import PROMTOOL
-from unit_helpers import BASE, edit, load, problem, problems
+from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, load, problem, problems
 
 from cluster_cli.ansible.variables import monitoring_variables
-from cluster_cli.bundle.packages import debian_packages
+from cluster_cli.bundle.packages import debian_packages, pip_requirements
 from cluster_cli.host_files import files_by_host
+from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import inventory_document
 from cluster_cli.render.monitoring import (
@@ -101,7 +103,9 @@ def test_plan_compares_prometheus_files_on_the_monitoring_host_and_the_exporter_
             "/etc/prometheus/consoles/cluster-slurm.html"} <= box
     assert "/usr/local/lib/cluster-cli-exporters/cluster_cli/exporters/slurm_metrics.py" in head
     assert not any(path.startswith("/etc/prometheus/") for path in head)
-    assert not any(path.startswith("/usr/local/lib/cluster-cli-exporters/") for path in box)
+    assert not any(path.startswith("/usr/local/lib/cluster-cli-exporters/") for path in box)  # fake GPUs only
+    # roles/gpu_exporter copies the same modules to each host whose GPUs NVML reads
+    assert "/usr/local/lib/cluster-cli-exporters/cluster_cli/exporters/gpu_metrics.py" in {item.path for item in files["gpu1"]}
 
 
 def test_a_monitoring_host_that_is_not_an_inventory_host_is_refused() -> None:
@@ -125,3 +129,27 @@ def test_a_retention_prometheus_would_not_read_is_refused() -> None:
 def test_the_rendered_config_is_json_prometheus_reads_as_yaml() -> None:
     text = render_monitoring(load(MONITORED))["monitoring/prometheus.yml"]
     assert json.loads(text) == prometheus_config(load(MONITORED))
+
+
+def test_the_gpu_exporter_runs_where_nvml_reads_the_gpus_and_not_beside_fake_ones() -> None:
+    """BASE's gpu1-4 have A100s (roles/gpu_exporter there); box's dev1-2 have fake device files."""
+    cluster = load(MONITORED)
+    assert _targets(prometheus_config(cluster), "gpu") == {"": [f"10.0.1.{index}:9445" for index in range(1, 5)]}
+    children = inventory_document(cluster)["all"]["children"]["cluster"]["children"]
+    assert list(children["gpu_exporter"]["hosts"]) == ["gpu1", "gpu2", "gpu3", "gpu4"]
+    variables = monitoring_variables(cluster, Path("/build"))
+    assert (variables["gpu_exporter_src"], variables["gpu_exporter_port"]) == ("/build/monitoring/exporter", 9445)
+    assert "python3-venv" in debian_packages(cluster)
+    assert pip_requirements(cluster)[-1].startswith("nvidia-ml-py==")
+    fake_only = load_cluster(SHIPPED_INVENTORIES["local"])  # monitoring on, fake GPUs only
+    assert "gpu" not in [scrape["job_name"] for scrape in prometheus_config(fake_only)["scrape_configs"]]
+    assert not any(pin.startswith("nvidia-ml-py") for pin in pip_requirements(fake_only))
+    unmonitored = inventory_document(load(BASE))["all"]["children"]["cluster"]["children"]
+    assert unmonitored["gpu_exporter"] == {"hosts": {}}
+
+
+def test_a_gpu_exporter_port_taken_by_a_slurmd_of_a_gpu_host_is_refused() -> None:
+    text = MONITORED + "  ports:\n    gpu: 6818\n"
+    found = problems(text)
+    assert found[0] == problem(text, "gpu: 6818", "monitoring.ports.gpu",
+                               "port 6818 on host 'gpu1' is used by both slurmd of gpu1 and the GPU exporter")

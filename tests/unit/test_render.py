@@ -456,6 +456,7 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "monitoring",
         "node_exporter",
         "slurm_exporter",
+        "gpu_exporter",
     }
     assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
     assert children["monitoring"] == children["node_exporter"] == children["slurm_exporter"] == {"hosts": {}}, (
