@@ -14,6 +14,7 @@ from functools import cached_property
 
 from cluster_cli import hostlist
 from cluster_cli.model import Inventory, NodeGroup
+from cluster_cli.mpi_launch import mpi_packages
 from cluster_cli.resolve.accounting import check_accounting
 from cluster_cli.resolve.clashes import check_ports, check_shared_devices
 from cluster_cli.resolve.configless import check_configless
@@ -56,6 +57,12 @@ class Cluster:
     def partition_nodes(self) -> dict[str, list[str]]:
         """Each partition's node names, in the order given, without repeats."""
         return {name: members.names for name, members in self.partitions.items()}
+
+    @cached_property
+    def mpi_packages(self) -> list[str]:
+        """mpi_launch.mpi_packages, decided once: plan and probe ask for every host (its default
+        expands the GPU groups' hostlists)."""
+        return mpi_packages(self.inventory)
 
     def node(self, name: str) -> SlurmNode:
         """The node of that name; KeyError for a name that is not a node's. A lookup, not a

@@ -18,7 +18,7 @@ from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
-from cluster_cli.mpi_launch import MPI_ROLES, mpi_packages
+from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
 from cluster_cli.probe import HostProbe, accounting_host, probe_cluster
@@ -297,7 +297,7 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
         wanted += ["prometheus-node-exporter"]
         wanted += ["prometheus"] if "monitoring" in roles else []
         wanted += ["prometheus-alertmanager"] if "monitoring" in roles and monitoring.alertmanager else []
-    wanted += mpi_packages(cluster.inventory) if roles & MPI_ROLES else []
+    wanted += cluster.mpi_packages if roles & MPI_ROLES else []
     pin = cluster.inventory.slurm.version
     changes = []
     for package in wanted:

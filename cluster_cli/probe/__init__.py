@@ -17,7 +17,6 @@ from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.host_files import PENDING_DIR, HostFile
-from cluster_cli.mpi_launch import mpi_packages
 from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import daemon_ports
 from cluster_cli.slurm_associations import read_commands
@@ -80,7 +79,7 @@ def probe_request(
         "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
         "pidfiles": daemon_pidfiles(cluster, host),
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
-        + mpi_packages(cluster.inventory),
+        + cluster.mpi_packages,
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
