@@ -4,7 +4,8 @@ The roles copy byte for byte (roles/slurm_common: the Slurm configs to every clu
 roles/slurmdbd: slurmdbd.conf to the database host; roles/munge: the key to every host;
 roles/slurmd: the health check's file to each compute host; roles/login: the job templates to
 each login host; roles/prometheus, roles/slurm_exporter and roles/gpu_exporter: their files to the monitoring
-host, the primary controller and the hosts whose GPUs NVML reads), so a
+host, the primary controller and the hosts whose GPUs NVML reads; roles/sssd: sssd.conf and the
+directory's CA to every host), so a
 host's file matches when its checksum equals the rendered one. A deploy followed by a plan
 that finds nothing to change (tests/deploy) keeps this table true to the roles.
 """
@@ -20,6 +21,7 @@ from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import (
     ALERT_RULES, EXPORTER_BUILD_DIR, EXPORTER_DIR, MONITORING_BUILD_DIR, PROMETHEUS_CONFIG, PROMETHEUS_DIR,
 )
+from cluster_cli.render.sssd_conf import CA_FILE, HOST_CA_PATH, SSSD_CONF, SSSD_CONF_PATH
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -81,6 +83,10 @@ def files_for_host(
         files += [HostFile(f"{examples_dir}/{source.removeprefix(EXAMPLES_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(EXAMPLES_PREFIX)]
     files += _monitoring_files(cluster, host, checksums)
+    if cluster.inventory.people.directory is not None:
+        files.append(HostFile(SSSD_CONF_PATH, SSSD_CONF, checksums.get(SSSD_CONF)))
+        if CA_FILE in checksums:
+            files.append(HostFile(HOST_CA_PATH, CA_FILE, checksums[CA_FILE]))
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
 

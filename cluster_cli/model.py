@@ -748,12 +748,100 @@ class Person(StrictModel):
     remove_home: bool = Field(False, description="With `state: absent`: delete its home directory and mail spool too.")
 
 
+LDAP_URI = re.compile(r"ldaps?://[A-Za-z0-9.\[\]:_-]+(:[0-9]{1,5})?/?")
+LDAP_DN = re.compile(r"[A-Za-z][A-Za-z0-9-]*=[^,=]+(,[A-Za-z][A-Za-z0-9-]*=[^,=]+)*")
+
+
+def _check_ldap_uri(value: str) -> str:
+    if not LDAP_URI.fullmatch(value):
+        raise ValueError(f"{value!r} is not an LDAP server's URI (ldap://HOST[:PORT] or ldaps://HOST[:PORT])")
+    return value
+
+
+def _check_ldap_dn(value: str) -> str:
+    """A distinguished name written into sssd.conf: ATTR=VALUE pairs, no escapes, one line."""
+    if not LDAP_DN.fullmatch(value) or not value.isprintable():
+        raise ValueError(f"{value!r} is not a distinguished name (attr=value,attr=value, e.g. dc=example,dc=org)")
+    return value
+
+
+def _check_sssd_value(item: Any) -> Any:
+    if isinstance(item, (dict, list)):
+        raise ValueError("value must be a scalar (string, number, true/false) or null to delete")  # noqa: TRY004
+    if isinstance(item, str) and not item.isprintable():
+        raise ValueError(f"{item!r}: an sssd.conf value is one line, without control characters")
+    return item
+
+
+LdapUri = Annotated[str, AfterValidator(_check_ldap_uri)]
+LdapDn = Annotated[str, AfterValidator(_check_ldap_dn)]
+SssdOptions = dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], Annotated[Any, AfterValidator(_check_sssd_value)]]
+
+
+class Directory(StrictModel):
+    """The site's LDAP directory, read by an SSSD client on every host (roles/sssd): its users and
+    groups resolve the same everywhere, beside the inventory's own `people`."""
+
+    uri: list[LdapUri] = Field(
+        min_length=1, description="The LDAP servers, tried in order: `ldap://HOST[:PORT]` or `ldaps://HOST[:PORT]`."
+    )
+    base_dn: LdapDn = Field(description="Where users and groups are searched, e.g. `dc=example,dc=org`.")
+    ldap_schema: Literal["rfc2307", "rfc2307bis"] = Field(
+        "rfc2307",
+        description="How groups name their members: `rfc2307` (memberUid) or `rfc2307bis` (member DNs).",
+    )
+    start_tls: bool = Field(
+        True,
+        description=(
+            "StartTLS on `ldap://` URIs (`ldaps://` ones are TLS already); false sends the bind password in "
+            "clear text and is refused unless `insecure: true`."
+        ),
+    )
+    insecure: bool = Field(False, description="Allow an `ldap://` URI without StartTLS (a test directory only).")
+    ca_file: ControlFile | None = Field(
+        None,
+        description=(
+            "The CA certificate (PEM) the servers' certificates are checked against, a file on the control node "
+            "copied to every host; required with TLS (the hosts' own CA bundle is not trusted for this)."
+        ),
+    )
+    bind_dn: LdapDn | None = Field(None, description="The DN SSSD binds as; null: anonymous reads.")
+    bind_password_file: ControlFile | None = Field(
+        None,
+        description=(
+            "With `bind_dn`: a file on the control node holding the bind password (one line, mode 0600, "
+            "owned by the deploying user); default `SECRETS_DIR/ldap_bind_password`. Its value reaches "
+            "the hosts in a 0600 file and is never shown."
+        ),
+    )
+    min_id: int = Field(
+        10000, ge=1000, le=2**31 - 2, description="The directory's lowest UID/GID; lower ones are ignored (SSSD `min_id`)."
+    )
+    max_id: int = Field(
+        2**31 - 2, ge=1000, le=2**31 - 2, description="Its highest UID/GID (SSSD `max_id`)."
+    )
+    options: SssdOptions = Field(
+        default_factory=new_dict,
+        description=(
+            "Further keys of sssd.conf's domain section over the defaults (e.g. `ldap_access_filter`, "
+            "`ldap_user_search_base`); null deletes a default. The keys set by the fields above are refused here."
+        ),
+    )
+
+
 class People(StrictModel):
     """Linux users and groups, the same ids on every host (a cluster's jobs run under the submitter's
     UID on every node)."""
 
     groups: list[PersonGroup] = Field(default_factory=new_list, description="Groups, each with its GID.")
     users: list[Person] = Field(default_factory=new_list, description="Users, each with its UID.")
+    directory: Directory | None = Field(
+        None,
+        description=(
+            "An SSSD client of the site's LDAP directory on every host; `groups` and `users` above must "
+            "stay outside its id range. Omit for none."
+        ),
+    )
 
 
 class NodeAccess(StrictModel):

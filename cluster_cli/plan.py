@@ -21,7 +21,7 @@ from cluster_cli.hostlist import expand
 from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
-from cluster_cli.probe import HostProbe, accounting_host, probe_cluster
+from cluster_cli.probe import DIRECTORY_PROBED_PACKAGE, HostProbe, accounting_host, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document, document_checksum
 from cluster_cli.slurm_associations import current_state, diff as accounting_diff
@@ -298,6 +298,7 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
         wanted += ["prometheus"] if "monitoring" in roles else []
         wanted += ["prometheus-alertmanager"] if "monitoring" in roles and monitoring.alertmanager else []
     wanted += cluster.mpi_packages if roles & MPI_ROLES else []
+    wanted += [DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory is not None else []
     pin = cluster.inventory.slurm.version
     changes = []
     for package in wanted:

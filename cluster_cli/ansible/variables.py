@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cluster_cli.site_directory import bind_password_path, read_bind_password
 from cluster_cli.people_accounts import people_document
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document
 from cluster_cli.cluster import Cluster
@@ -17,6 +18,7 @@ from cluster_cli.render import SLURM_BUILD_DIR
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
+from cluster_cli.render.sssd_conf import CA_FILE, SSSD_CONF
 from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.secrets_store import ClusterSecrets
 
@@ -89,6 +91,18 @@ def monitoring_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     }
 
 
+def directory_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
+    """roles/sssd's variables (its play runs only where `people.directory` is set); the bind
+    password is a secret variable."""
+    directory = cluster.inventory.people.directory
+    has_ca = directory is not None and directory.ca_file is not None
+    return {
+        "sssd_conf_src": str(build_dir / SSSD_CONF),
+        "sssd_ca_src": str(build_dir / CA_FILE) if has_ca else "",
+        "sssd_local_users": [person.name for person in cluster.inventory.people.users if person.state != "absent"],
+    }
+
+
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
     inventory = cluster.inventory
     slurm = inventory.slurm
@@ -143,6 +157,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "login_examples_dir": training.examples_dir,
         "login_mpi_packages": mpi_packages(inventory),
         **monitoring_variables(cluster, build_dir),
+        **directory_variables(cluster, build_dir),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,
@@ -162,6 +177,10 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
 
 
 def secret_variables(cluster: Cluster, secrets: ClusterSecrets) -> dict[str, Any]:
-    if not cluster.inventory.accounting.enabled:
-        return {}
-    return {"slurmdbd_storage_pass": secrets.db_password()}
+    variables: dict[str, Any] = {}
+    if cluster.inventory.accounting.enabled:
+        variables["slurmdbd_storage_pass"] = secrets.db_password()
+    password_file = bind_password_path(cluster.inventory)
+    if password_file is not None:
+        variables["sssd_bind_password"] = read_bind_password(password_file)
+    return variables

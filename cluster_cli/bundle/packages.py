@@ -33,6 +33,8 @@ ALERTMANAGER = "prometheus_alertmanager_packages"
 # with a monitoring host and GPUs NVML reads: the GPU exporter's environment and its NVML binding
 GPU_EXPORTER = "gpu_exporter_packages"
 GPU_EXPORTER_WHEELS = "gpu_exporter_pip_packages"
+# with a directory (people.directory): SSSD on every host
+DIRECTORY_CLIENT = "sssd_packages"
 PAM_ADOPT_PACKAGE = "libpam-slurm-adopt"  # roles/slurmd/vars/main.yml: where slurmd_pam_adopt_node is set
 INFINIBAND = "nccl_ib_packages"
 
@@ -59,6 +61,8 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
             sources.update(OF_ROLE.get(role, ()))
     if infiniband:
         sources.add(INFINIBAND)
+    if cluster.inventory.people.directory is not None:
+        sources.add(DIRECTORY_CLIENT)
     monitoring = cluster.inventory.monitoring
     if monitoring.host is not None:
         sources.add(MONITORED_HOST)

@@ -30,6 +30,8 @@ PROBED_PACKAGES = ("slurm-client", "slurmctld", "slurmd", "slurmdbd", "munge")
 # The monitoring roles' daemons' packages (roles/node_exporter, roles/prometheus), probed where the
 # inventory has a monitoring host.
 MONITORING_PACKAGES = ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager")
+# roles/sssd's LDAP provider, probed where the inventory has a directory.
+DIRECTORY_PROBED_PACKAGE = "sssd-ldap"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def probe_request(
         "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
         "pidfiles": daemon_pidfiles(cluster, host),
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
-        + cluster.mpi_packages,
+        + cluster.mpi_packages + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else []),
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,

@@ -139,7 +139,7 @@ def shared_variables(host_vars: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The cluster group's children: each role's hosts, training_env, slurm_nvml, node_exporter,
-    slurm_exporter and gpu_exporter (one pass over the hosts, and one over the GPU hosts)."""
+    slurm_exporter, gpu_exporter and sssd (one pass over the hosts, and one over the GPU hosts)."""
     members: dict[str, dict[str, None]] = {group: {} for group in GROUP_OF_ROLE.values()}
     training: dict[str, None] = {}
     for name, host in cluster.hosts.items():
@@ -160,6 +160,9 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
     children["node_exporter"] = {"hosts": {name: None for name in cluster.hosts} if monitored else {}}
     children["slurm_exporter"] = {"hosts": {primary: None} if monitored else {}}
     children["gpu_exporter"] = {"hosts": {host.name: None for host in nvml_gpu_hosts(cluster)} if monitored else {}}
+    # the directory's SSSD client on every host (people.directory)
+    directory = cluster.inventory.people.directory is not None
+    children["sssd"] = {"hosts": {name: None for name in cluster.hosts} if directory else {}}
     return children
 
 

@@ -20,6 +20,8 @@ RESERVED_NAMES = frozenset({
     "fax", "voice", "cdrom", "floppy", "tape", "audio", "dip", "video", "plugdev", "render", "staff", "shadow", "kvm",
     "input", "sgx", "utmp", "operator", "src", "netdev", "crontab", "messagebus", "sshd", "mysql", "ntp", "postfix",
     "munge",
+    # the SSSD and slapd packages' system accounts (people.directory)
+    "sssd", "openldap",
 })
 RESERVED_PREFIXES = ("_", "systemd-")
 

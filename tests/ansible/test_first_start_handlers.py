@@ -1,4 +1,4 @@
-"""The restart handlers of roles/node_exporter and roles/munge: a change restarts a daemon that ran before
+"""The restart handlers of roles/node_exporter, roles/munge and roles/sssd: a change restarts a daemon that ran before
 it, and not one whose package this run installed afresh (policy_rc_d kept it stopped: the role's
 run step starts it for the first time, with the new files); an upgraded package's daemon is
 restarted. Run for real with ansible-playbook on localhost: each role's own handler and
@@ -19,6 +19,7 @@ ROLES = {
     "node_exporter": ("__node_exporter_install", "prometheus-node-exporter", "Node exporter restart",
                       "__node_exporter_service"),
     "munge": ("__munge_install", "munge", "Munge restart", "__munge_service"),
+    "sssd": ("__sssd_install", "sssd-ldap", "SSSD restart", "__sssd_service"),
 }
 
 
@@ -34,6 +35,8 @@ def _changed(tmp_path: Path, role: str, install: dict | None) -> list[str]:
         "__daemon_start_base": [*logged, "start"],
         # munge's preflight (imported below for its handlers) checks that the key file exists
         "munge_key_src": str(Path(__file__)),
+        # and sssd's that sssd.conf does
+        "sssd_conf_src": str(Path(__file__)),
         service: {"label": role, "exec": "/usr/bin/true", "ports": [],
                   "instances": [{"name": role, "unit": role, "pidfile": str(tmp_path / f"{role}.pid")}]},
     }

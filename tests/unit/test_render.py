@@ -457,8 +457,10 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "node_exporter",
         "slurm_exporter",
         "gpu_exporter",
+        "sssd",
     }
     assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
+    assert children["sssd"] == {"hosts": {}}, "no directory: no SSSD anywhere"
     assert children["monitoring"] == children["node_exporter"] == children["slurm_exporter"] == {"hosts": {}}, (
         "no monitoring host: no monitoring daemon anywhere")
     hosts = cluster_group["hosts"]
