@@ -155,11 +155,13 @@ def fake_gpu_device_items(gpus: list[dict], major: Any, mode: Any) -> list[dict[
 
 
 def marked_block(text: str | None, marker: str, block: str, insertafter: str, present: Any,
-                 path: str = "the file") -> str | None:
+                 path: str = "the file", before: str = "") -> str | None:
     """``text`` with the lines of ``block`` between ``# BEGIN marker`` and ``# END marker`` lines,
     as ansible.builtin.blockinfile writes them (``marker: "# {mark} <marker>"``): a block already
     there (both markers) is replaced in place; otherwise it goes after the last line that
-    ``insertafter`` (a regex) matches, or at the end. Not ``present``: the marked lines are taken
+    ``insertafter`` (a regex) matches, or at the end. With ``before`` (a regex) the block goes
+    right before the first line that matches it instead, and a block found elsewhere is moved
+    there (where order matters: a PAM stack). Not ``present``: the marked lines are taken
     out. None for a file that is not there and needs no lines; a file that is not there but
     needs them is an error (blockinfile without ``create``).
 
@@ -180,12 +182,14 @@ def marked_block(text: str | None, marker: str, block: str, insertafter: str, pr
             first = number
         if line == end:
             last = number
-    if first is None or last is None:
-        matches = [number for number, line in enumerate(lines) if re.search(insertafter, line)]
-        at = matches[-1] + 1 if matches else len(lines)
-    else:
+    if first is not None and last is not None:
         at = min(first, last)
         del lines[at:max(first, last) + 1]
+    if before:
+        at = next((number for number, line in enumerate(lines) if re.search(before, line)), len(lines))
+    elif first is None or last is None:
+        matches = [number for number, line in enumerate(lines) if re.search(insertafter, line)]
+        at = matches[-1] + 1 if matches else len(lines)
     if at > 0 and not lines[at - 1].endswith("\n"):
         lines[at - 1] += "\n"
     lines[at:at] = new

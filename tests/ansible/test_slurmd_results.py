@@ -98,13 +98,14 @@ def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int, 
     info = gpu.stat()
     assert stat.S_ISCHR(info.st_mode) and (os.major(info.st_rdev), os.minor(info.st_rdev)) == (195, 0)
     access = tmp_path / "access-slurm-adopt.conf"
-    assert adopted == SSHD.replace("@include common-session\n", "") + (
+    # before common-account: a `sufficient` module there (libpam-sss's pam_localuser) ends the stack
+    assert adopted == SSHD.replace("@include common-account\n", (
         "# BEGIN cluster-cli: pam_slurm_adopt\n"
-        f"account sufficient pam_access.so accessfile={access}\n"
+        f"account [success=1 default=ignore] pam_access.so accessfile={access}\n"
         "account required pam_slurm_adopt.so nodename=c1\n"
         "# END cluster-cli: pam_slurm_adopt\n"
-        "@include common-session\n"
-    )
+        "@include common-account\n"
+    ))
     assert "+:root:ALL\n" in admins and admins.endswith("-:ALL:ALL\n")
     # pam_slurm_adopt off again: its lines and who may log in without a job are taken out.
     assert (pam / "sshd").read_text() == SSHD and not access.exists()

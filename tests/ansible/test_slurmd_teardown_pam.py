@@ -27,7 +27,7 @@ def test_purge_takes_the_pam_lines_out(tmp_path: Path) -> None:
     (pam / "sshd").write_text(SSHD.replace(
         "@include common-session\n",
         "# BEGIN cluster-cli: pam_slurm_adopt\n"
-        f"account sufficient pam_access.so accessfile={access}\n"
+        f"account [success=1 default=ignore] pam_access.so accessfile={access}\n"
         "account required pam_slurm_adopt.so nodename=c1\n"
         "# END cluster-cli: pam_slurm_adopt\n@include common-session\n"))
     (run_dir / "slurmd-c1.pid").write_text("1\n")

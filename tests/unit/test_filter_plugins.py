@@ -740,6 +740,23 @@ def test_marked_block_without_the_insertafter_line_goes_at_the_end() -> None:
         "auth required pam_unix.so\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n")
 
 
+def test_marked_block_before_a_line_goes_there_and_is_moved_there_from_elsewhere() -> None:
+    """roles/slurmd's pam_slurm_adopt lines: before common-account, whose `sufficient` modules
+    (libpam-sss's pam_localuser) would end the account stack before them."""
+    before = SSHD.replace("@include common-account\n", "# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK
+                          + "# END cluster-cli: pam_slurm_adopt\n@include common-account\n")
+
+    def block(text: str, present: object = True) -> str | None:
+        return F.marked_block(text, PAM_MARKER, PAM_BLOCK, "", present, before="^@include common-account")
+
+    assert block(SSHD) == before
+    assert block(before) == before
+    assert block(SSHD_ADOPTED) == before, "a block after common-account (an earlier deploy's) is moved"
+    assert block(before, present=False) == SSHD
+    assert block("auth required pam_unix.so\n") == (
+        "auth required pam_unix.so\n# BEGIN cluster-cli: pam_slurm_adopt\n" + PAM_BLOCK + "# END cluster-cli: pam_slurm_adopt\n")
+
+
 def test_marked_block_of_a_missing_file() -> None:
     assert _block(None, present=False) is None
     with pytest.raises(F.AnsibleFilterError, match="/etc/pam.d/sshd does not exist"):
