@@ -72,6 +72,14 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     "openmpi-bin",
     # roles/gpu_exporter (the gpu scenario's monitoring): Ansible's pip module imports packaging
     "python3-packaging",
+    # roles/sssd (people.directory), and the bed's own LDAP server (molecule/shared/tasks/directory.yml,
+    # CLUSTER_TB_DIRECTORY=1): always in the list, so one mirror serves runs with and without it
+    "slapd",
+    "ldap-utils",
+    "sssd-ldap",
+    "sssd-tools",
+    "libnss-sss",
+    "libpam-sss",
 )
 
 

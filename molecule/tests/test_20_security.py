@@ -13,6 +13,7 @@ from conftest import ClusterView, changed_count
 from cluster_cli.build import secrets_dir_for
 from cluster_cli.paths import cluster_state_dir
 from cluster_cli.secrets_store import DB_PASSWORD_FILE, MUNGE_KEY_FILE
+from cluster_cli.site_directory import bind_password_path, read_bind_password
 
 
 def _secrets_dir(view: ClusterView) -> Path:
@@ -125,12 +126,16 @@ def _secret_forms(view: ClusterView) -> dict[str, bytes]:
     secrets = _secrets_dir(view)
     key = (secrets / MUNGE_KEY_FILE).read_bytes()
     password = (secrets / DB_PASSWORD_FILE).read_bytes().strip()
-    return {
+    forms = {
         "munge key (base64)": base64.b64encode(key),
         "munge key (hex)": key.hex().encode(),
         "munge key (first 24 raw bytes)": key[:24],
         "database password": password,
     }
+    bind_password = bind_password_path(view.cluster.inventory)  # CLUSTER_TB_DIRECTORY=1: the site's LDAP bind password
+    if bind_password is not None:
+        forms["LDAP bind password"] = read_bind_password(bind_password).encode()
+    return forms
 
 
 def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> None:
