@@ -1,8 +1,9 @@
-"""The restart handlers of roles/node_exporter, roles/munge and roles/sssd: a change restarts a daemon that ran before
-it, and not one whose package this run installed afresh (policy_rc_d kept it stopped: the role's
-run step starts it for the first time, with the new files); an upgraded package's daemon is
-restarted. Run for real with ansible-playbook on localhost: each role's own handler and
-roles/daemon's restart, the host without systemd, start-stop-daemon's stand-ins logging each call.
+"""The restart handlers of roles/node_exporter, roles/munge, roles/sssd and roles/prometheus: a
+change restarts a daemon that ran before it, and not one whose package this run installed afresh
+(policy_rc_d kept it stopped: the role's run step starts it for the first time, with the new
+files); an upgraded package's daemon is restarted. Run for real with ansible-playbook on
+localhost: each role's own handler and roles/daemon's restart, the host without systemd,
+start-stop-daemon's stand-ins logging each call.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ ROLES = {
                       "__node_exporter_service"),
     "munge": ("__munge_install", "munge", "Munge restart", "__munge_service"),
     "sssd": ("__sssd_install", "sssd-ldap", "SSSD restart", "__sssd_service"),
+    "prometheus": ("__prometheus_install", "prometheus", "Prometheus restart", "__prometheus_service"),
 }
 
 
@@ -35,11 +37,15 @@ def _changed(tmp_path: Path, role: str, install: dict | None) -> list[str]:
         "__daemon_start_base": [*logged, "start"],
         # munge's preflight (imported below for its handlers) checks that the key file exists
         "munge_key_src": str(Path(__file__)),
-        # and sssd's that sssd.conf does
+        # and sssd's that sssd.conf does, Prometheus' that its two files do
         "sssd_conf_src": str(Path(__file__)),
+        "prometheus_config_src": str(tmp_path / "monitoring"),
         service: {"label": role, "exec": "/usr/bin/true", "ports": [],
                   "instances": [{"name": role, "unit": role, "pidfile": str(tmp_path / f"{role}.pid")}]},
     }
+    (tmp_path / "monitoring").mkdir(parents=True, exist_ok=True)
+    for name in ("prometheus.yml", "cluster-alerts.yml"):
+        (tmp_path / "monitoring" / name).write_text("")
     tasks = [{"name": "The install's result", "ansible.builtin.set_fact": {registered: install}}] if install else []
     tasks += [
         {"name": "A change", "ansible.builtin.command": {"argv": ["true"]}, "changed_when": True, "notify": handler},
