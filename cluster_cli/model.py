@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from cluster_cli import hostlist
+from cluster_cli.alert_windows import check_alert_name, check_duration
 
 NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
@@ -1232,6 +1233,13 @@ class Monitoring(StrictModel):
         False, description="Also run Alertmanager on the monitoring host (its receivers are the site's to add)."
     )
     ports: MonitoringPorts = Field(default_factory=MonitoringPorts, description="The daemons' ports.")
+    alert_for: dict[Annotated[str, AfterValidator(check_alert_name)], Annotated[str, AfterValidator(check_duration)]] = Field(
+        default_factory=new_dict,
+        description=(
+            "How long an alert's condition must hold before it fires, by alert name (Prometheus' `for`, e.g. "
+            "`SlurmNodesDown: 10m`); unset ones keep their defaults (docs/monitoring.md#alert-rules)."
+        ),
+    )
 
 
 class Mpi(StrictModel):

@@ -1,6 +1,6 @@
 """Prometheus alert rules for the cluster's metrics (docs/monitoring.md#alert-rules), rendered from
 the inventory where a rule needs its facts: SlurmUser (whose drains are Slurm's own), whether
-slurmdbd runs, the mounts every compute host must have. The metrics are the two exporters'
+slurmdbd runs, the mounts every compute host must have, the `for` windows (alert_windows). The metrics are the two exporters'
 (cluster_cli/exporters) and node_exporter's; compute hosts are scraped with the target label
 ``cluster_role="compute"``. Tested with ``promtool test rules`` (tests/unit/test_alert_rules.py)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster_cli.alert_windows import window
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.common import json_text
 
@@ -15,48 +16,58 @@ from cluster_cli.render.common import json_text
 HEALTH_REASON = "cluster-cli health:"
 
 
-def _rule(name: str, expr: str, wait: str, severity: str, summary: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity},
+def _rule(name: str, expr: str, windows: dict[str, str], severity: str, summary: str) -> dict[str, Any]:
+    return {"alert": name, "expr": expr, "for": window(name, windows), "labels": {"severity": severity},
             "annotations": {"summary": summary}}
+
+
+def _spoken(duration: str) -> str:
+    """``2m`` as "2 minutes" in a summary; a compound duration (``1h30m``) as it is."""
+    units = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
+    number, unit = duration[:-1], duration[-1:]
+    if not number.isdigit() or unit not in units:
+        return duration
+    return f"{number} {units[unit]}{'' if number == '1' else 's'}"
 
 
 def alert_rules(cluster: Cluster) -> dict[str, Any]:
     inventory = cluster.inventory
+    windows = inventory.monitoring.alert_for
     rules = [
-        _rule("SlurmctldDown", "cluster_slurm_up == 0", "2m", "critical",
-              "slurmctld has not answered the Slurm exporter for 2 minutes"),
-        _rule("SlurmMetricsMissing", "absent(cluster_slurm_up)", "10m", "warning",
+        _rule("SlurmctldDown", "cluster_slurm_up == 0", windows, "critical",
+              f"slurmctld has not answered the Slurm exporter for {_spoken(window('SlurmctldDown', windows))}"),
+        _rule("SlurmMetricsMissing", "absent(cluster_slurm_up)", windows, "warning",
               "no Slurm exporter is scraped: nothing else here can fire for Slurm"),
         _rule("SlurmNodesDown", 'sum by (state) (cluster_slurm_nodes{state=~"down.*|fail.*|.*not_responding"}) > 0',
-              "5m", "critical", "{{ $value }} node(s) {{ $labels.state }}"),
+              windows, "critical", "{{ $value }} node(s) {{ $labels.state }}"),
         _rule("SlurmNodesDrainedNotByAdmin",
               f'sum by (reason, by) (cluster_slurm_drained_nodes{{by="{inventory.slurm.user}"}} or '
               f'cluster_slurm_drained_nodes{{reason=~"{HEALTH_REASON}.*"}}) > 0',
-              "1m", "warning", "{{ $value }} node(s) drained by {{ $labels.by }}: {{ $labels.reason }}"),
-        _rule("SlurmNodesAllocatedWithoutJob", "cluster_slurm_allocated_nodes_without_job > 0", "2m", "warning",
+              windows, "warning", "{{ $value }} node(s) drained by {{ $labels.by }}: {{ $labels.reason }}"),
+        _rule("SlurmNodesAllocatedWithoutJob", "cluster_slurm_allocated_nodes_without_job > 0", windows, "warning",
               "{{ $value }} node(s) held allocated with no job: capacity nobody can use (docs/operations.md)"),
         _rule("GpusFewerThanInventory",
               "cluster_gpu_expected > on(instance) (count by (instance) (cluster_gpu_info) "
               "or on(instance) cluster_gpu_expected * 0)",
-              "5m", "critical", "{{ $labels.instance }} has fewer GPUs than its {{ $value }} of the inventory"),
+              windows, "critical", "{{ $labels.instance }} has fewer GPUs than its {{ $value }} of the inventory"),
         _rule("GpuUncorrectedEccErrors", 'increase(cluster_gpu_ecc_errors_total{type="uncorrected"}[15m]) > 0',
-              "0s", "critical", "{{ $labels.instance }} GPU {{ $labels.gpu }}: uncorrected ECC errors"),
+              windows, "critical", "{{ $labels.instance }} GPU {{ $labels.gpu }}: uncorrected ECC errors"),
         _rule("GpuCorrectedEccErrorsRising", 'increase(cluster_gpu_ecc_errors_total{type="corrected"}[1h]) > 100',
-              "0s", "warning", "{{ $labels.instance }} GPU {{ $labels.gpu }}: corrected ECC errors rising"),
+              windows, "warning", "{{ $labels.instance }} GPU {{ $labels.gpu }}: corrected ECC errors rising"),
         _rule("FilesystemAlmostFull",
               'node_filesystem_avail_bytes{fstype!~"tmpfs|ramfs|overlay|squashfs"} '
               "/ node_filesystem_size_bytes < 0.05 and node_filesystem_readonly == 0",
-              "10m", "warning", "{{ $labels.instance }} {{ $labels.mountpoint }}: under 5 % free"),
+              windows, "warning", "{{ $labels.instance }} {{ $labels.mountpoint }}: under 5 % free"),
     ]
     if inventory.accounting.enabled:
-        rules.insert(1, _rule("SlurmdbdDown", "cluster_slurm_slurmdbd_up == 0", "5m", "critical",
-                              "slurmdbd has not answered for 5 minutes: jobs are not recorded"))
+        rules.insert(1, _rule("SlurmdbdDown", "cluster_slurm_slurmdbd_up == 0", windows, "critical",
+                              f"slurmdbd has not answered for {_spoken(window('SlurmdbdDown', windows))}: jobs are not recorded"))
     for mount in inventory.health_check.mounts:
         rules.append(_rule(
             "SharedMountMissing",
             f'count by (instance) (node_uname_info{{cluster_role="compute"}}) unless on(instance) '
             f'count by (instance) (node_filesystem_size_bytes{{mountpoint="{mount}"}})',
-            "5m", "critical", f"{{{{ $labels.instance }}}} has no {mount} mounted",
+            windows, "critical", f"{{{{ $labels.instance }}}} has no {mount} mounted",
         ))
     return {"groups": [{"name": f"cluster-cli-{cluster.name}", "rules": rules}]}
 

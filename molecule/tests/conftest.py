@@ -12,6 +12,7 @@ pinned host keys, the ProxyCommand into its network namespace).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import testinfra
@@ -32,6 +34,8 @@ from testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 # After the jobs on a node end, the node is idle again within this many seconds (issue 32).
+# Reads a URL on a bed host itself (the bed's hosts have Python, not curl).
+FETCH = "python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())'"
 IDLE_AFTER_JOBS_S = 30
 
 
@@ -116,6 +120,21 @@ class ClusterView:
     @property
     def nodes(self) -> list[str]:
         return [node.name for node in self.cluster.nodes]
+
+    def prometheus(self, path: str) -> dict[str, Any]:
+        """The `data` of Prometheus' HTTP API answer to ``path`` (``/api/v1/alerts``, ``/api/v1/query?query=...``),
+        asked on the monitoring host itself (it listens on that host's address only)."""
+        monitoring = self.cluster.inventory.monitoring
+        assert monitoring.host is not None, "this scenario's inventory has no monitoring host"
+        url = f"http://{self.cluster.hosts[monitoring.host].address}:{monitoring.ports.prometheus}{path}"
+        answer = json.loads(self.run(monitoring.host, f"{FETCH} {shlex.quote(url)}").stdout)
+        assert answer["status"] == "success", answer
+        return answer["data"]
+
+    def firing(self, alert: str) -> list[dict[str, str]]:
+        """The labels of each firing instance of ``alert`` in Prometheus."""
+        return [item["labels"] for item in self.prometheus("/api/v1/alerts")["alerts"]
+                if item["labels"]["alertname"] == alert and item["state"] == "firing"]
 
     def keeps_config_files(self, host: str) -> bool:
         """Whether the deploy puts slurm.conf and the other configs on ``host``: every host, or in

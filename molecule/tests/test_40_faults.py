@@ -14,6 +14,8 @@ import time
 import pytest
 from conftest import IDLE_AFTER_JOBS_S, ClusterView, changed_count
 
+from cluster_cli.alert_windows import window as window_of
+
 
 def _down(state: str) -> bool:
     # DOWN itself ("down", "down*"): a node only "not responding" ("idle*", "mixed*") is not out of
@@ -51,6 +53,7 @@ def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(v
         took = view.wait_until(f"{victim} leaves service", lambda: _down(view.node_state(victim)[0]),
                                timeout=timeout * 2 + 30)
         print(f"{victim} marked down {took:.0f} s after its slurmd was killed (SlurmdTimeout={timeout})")
+        _node_down_alert_fires(view, took)
         view.wait_until(f"job {job} completes after its requeue",
                         lambda: view.job(job)["JobState"] == "COMPLETED", timeout=240)
         final = view.job(job)
@@ -58,6 +61,25 @@ def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(v
     finally:
         view.run(host, f"systemctl start {unit}")
     view.wait_nodes_idle(timeout=120)  # ReturnToService=1: back once it registers
+
+
+def _node_down_alert_fires(view: ClusterView, down_after: float) -> None:
+    """Where the scenario has a monitoring host: SlurmNodesDown fires within its `for` window, one
+    scrape (the exporter sees the node down) and one rule evaluation of the node's going down."""
+    monitoring = view.cluster.inventory.monitoring
+    if monitoring.host is None:
+        return
+    window = _seconds(window_of("SlurmNodesDown", monitoring.alert_for))
+    allowed = window + 2 * monitoring.scrape_interval_s + 5
+    took = view.wait_until("Prometheus fires SlurmNodesDown", lambda: bool(view.firing("SlurmNodesDown")),
+                           timeout=allowed, every=2)
+    print(f"FIGURE SlurmNodesDown fired {took:.0f} s after the node was marked down, {down_after + took:.0f} s "
+          f"after its slurmd was killed (for {window} s, scrape interval {monitoring.scrape_interval_s} s)")
+
+
+def _seconds(duration: str) -> int:
+    """A Prometheus duration of seconds or minutes (``10s``, ``5m``) in seconds."""
+    return int(duration[:-1]) * {"s": 1, "m": 60}[duration[-1]]
 
 
 def test_slurmctld_restart_keeps_running_and_pending_jobs(view: ClusterView) -> None:

@@ -1,22 +1,25 @@
 """The monitoring roles on systemd hosts (scenarios whose inventory names a monitoring host: the
 `default` one): Prometheus scrapes every host's node_exporter and the Slurm exporter with every
-target up, each exporter listens on its host's address only, and the Slurm exporter's figures
-equal sinfo's at the same moment. (That the three units run and are enabled: test_10_state.)"""
+target up, each exporter listens on its host's address only, the Slurm exporter's figures equal
+sinfo's at the same moment, every panel of the Slurm dashboard has data in the bed's Prometheus,
+and an admin's drain matches nothing of the not-by-an-admin alert. (That the three units run and
+are enabled: test_10_state; that a killed slurmd fires SlurmNodesDown: test_40_faults.)"""
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
+import urllib.parse
 
 import pytest
-from conftest import ClusterView
+from conftest import FETCH, ClusterView
 
 from cluster_cli.exporters.slurm_metrics import node_state
 from cluster_cli.exporters.text_format import samples_of
+from cluster_cli.render.dashboards import SLURM
 from cluster_cli.render.monitoring import nvml_gpu_hosts
 
-# Reads a URL on the host itself (the bed's hosts have Python, not curl).
-FETCH = "python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())'"
 # The local addresses of the sockets listening on a port, from /proc/net/tcp (IPv4; hex, little-endian).
 LISTENERS = ("python3 -c 'import sys, socket, struct\n"
              "for line in open(\"/proc/net/tcp\").read().splitlines()[1:]:\n"
@@ -80,3 +83,43 @@ def test_the_slurm_exporter_counts_the_nodes_sinfo_shows(monitored: ClusterView)
               for name, labels, value in samples_of(text) if name == "cluster_slurm_nodes"}
     assert served == counted, f"exporter {served}, sinfo {counted}"
     assert "cluster_slurm_up 1" in text and "cluster_slurm_slurmdbd_up 1" in text
+
+
+def test_every_slurm_dashboard_panel_has_data_and_an_admins_drain_fires_nothing(monitored: ClusterView) -> None:
+    """Every panel of the Slurm dashboard (render/dashboards.py, the same queries as the Grafana
+    JSON and the console page) asked of the bed's Prometheus, with a node drained by an admin and
+    a held job, so that the drain and pending panels have something to show; and that drain is
+    seen by the exporter (by root) but matches nothing of SlurmNodesDrainedNotByAdmin's rule."""
+    node = monitored.nodes[-1]
+    reason = "cluster-cli test: an admin's maintenance"
+    interval = monitored.cluster.inventory.monitoring.scrape_interval_s
+    monitored.run(monitored.controller, f"scontrol update nodename={node} state=drain reason={shlex.quote(reason)}")
+    held = monitored.slurm("sbatch --parsable --hold -o /dev/null --wrap true")
+    try:
+        def drain_seen() -> bool:
+            found = monitored.prometheus("/api/v1/query?query=cluster_slurm_drained_nodes")["result"]
+            return any(item["metric"].get("reason") == reason for item in found)
+        monitored.wait_until("the exporter's drained nodes show the admin's drain", drain_seen, timeout=3 * interval + 5)
+        [drained] = [item["metric"] for item in monitored.prometheus("/api/v1/query?query=cluster_slurm_drained_nodes")["result"]
+                     if item["metric"].get("reason") == reason]
+        assert drained["by"] == "root", drained
+        rule = _rule(monitored, "SlurmNodesDrainedNotByAdmin")
+        assert _query(monitored, rule["expr"]) == [], rule["expr"]
+        monitored.wait_until("the held job is scraped",
+                             lambda: bool(_query(monitored, "cluster_slurm_pending_jobs")), timeout=3 * interval + 5)
+        empty = [panel.title for panel in SLURM.panels if not _query(monitored, panel.expr)]
+        assert empty == [], f"panels without data on the bed: {empty}"
+    finally:
+        monitored.run(monitored.submit, f"scancel {held}", check=False)
+        monitored.run(monitored.controller, f"scontrol update nodename={node} state=resume")
+    monitored.wait_nodes_idle()
+
+
+def _rule(view: ClusterView, name: str) -> dict:
+    """The rule ``name`` of the alert rules the deploy installed (the build directory's copy)."""
+    rules = json.loads((view.build_dir / "monitoring" / "cluster-alerts.yml").read_text())
+    return next(rule for group in rules["groups"] for rule in group["rules"] if rule["alert"] == name)
+
+
+def _query(view: ClusterView, expr: str) -> list:
+    return view.prometheus(f"/api/v1/query?query={urllib.parse.quote(expr)}")["result"]

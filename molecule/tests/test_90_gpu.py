@@ -12,8 +12,7 @@ import re
 import shlex
 
 import pytest
-from conftest import ClusterView
-from test_75_monitoring import FETCH
+from conftest import FETCH, ClusterView
 
 from cluster_cli.exporters.text_format import samples_of
 

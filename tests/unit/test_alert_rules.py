@@ -161,3 +161,15 @@ def test_without_accounting_or_mounts_their_rules_are_left_out() -> None:
     text = text.replace("health_check: {mounts: [/shared]}\n", "")
     names = [rule["alert"] for rule in alert_rules(load_cluster_text(text, "a.yaml"))["groups"][0]["rules"]]
     assert "SlurmdbdDown" not in names and "SharedMountMissing" not in names and "SlurmctldDown" in names
+
+
+def test_the_inventory_shortens_a_window_and_the_alert_fires_after_it(tmp_path: Path) -> None:
+    """monitoring.alert_for: a test bed's short Slurm timeouts want short windows."""
+    text = INVENTORY + "monitoring: {host: ctl, alert_for: {SlurmNodesDown: 1m, SlurmctldDown: 1h30m}}\n"
+    cluster = load_cluster_text(text, "alerts.yaml")
+    windows = {rule["alert"]: rule["for"] for rule in alert_rules(cluster)["groups"][0]["rules"]}
+    assert (windows["SlurmNodesDown"], windows["SlurmctldDown"], windows["SlurmdbdDown"]) == ("1m", "1h30m", "5m")
+    short = tmp_path / "cluster-alerts.yml"
+    short.write_text(render_alert_rules(cluster))
+    _test(short, tmp_path, [{"series": 'cluster_slurm_nodes{partition="gpu",state="down"}', "values": "1x3"}],
+          [_quiet("SlurmNodesDown", "0m"), _fires("SlurmNodesDown", "2m", {"state": "down"}, "critical", "1 node(s) down")])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_alert_rules import PROMTOOL
-from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, load, problem, problems
+from unit_helpers import BASE, SHIPPED_INVENTORIES, edit, line_of, load, problem, problems
 
 from cluster_cli.ansible.variables import monitoring_variables
 from cluster_cli.bundle.packages import debian_packages, pip_requirements
@@ -153,3 +153,13 @@ def test_a_gpu_exporter_port_taken_by_a_slurmd_of_a_gpu_host_is_refused() -> Non
     found = problems(text)
     assert found[0] == problem(text, "gpu: 6818", "monitoring.ports.gpu",
                                "port 6818 on host 'gpu1' is used by both slurmd of gpu1 and the GPU exporter")
+
+
+def test_an_alert_window_of_an_unknown_alert_or_not_a_duration_is_refused() -> None:
+    text = MONITORED + "  alert_for:\n    SlurmNodeDown: 10m\n    SlurmctldDown: 5 minutes\n"
+    found = problems(text)
+    assert len(found) == 2, found
+    assert found[0].startswith(f"inv.yaml:{line_of(text, 'SlurmNodeDown: 10m')}: monitoring.alert_for.SlurmNodeDown:")
+    assert "'SlurmNodeDown' is not one of the cluster's alerts" in found[0]
+    assert found[1].startswith(f"inv.yaml:{line_of(text, 'SlurmctldDown: 5 minutes')}: monitoring.alert_for.SlurmctldDown:")
+    assert "'5 minutes' is not a Prometheus duration" in found[1]
