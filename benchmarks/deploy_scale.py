@@ -102,10 +102,13 @@ def reap_zombies() -> None:
             return
 
 
-def inventory_text(cluster: str, hosts: list[dict[str, Any]], monitoring: bool = False) -> str:
+def inventory_text(cluster: str, hosts: list[dict[str, Any]], monitoring: bool = False,
+                   directory: Path | None = None) -> str:
     """The cluster inventory for the bed's hosts.json: ``ctl`` and compute hosts ``c1``..``cN``;
     with ``monitoring``, Prometheus on ctl and node_exporter on every host (roles/node_exporter on
-    each compute host)."""
+    each compute host); with ``directory`` (a folder holding ca.pem and bind-password), an LDAP
+    directory, so SSSD on every host (roles/sssd). Its server ``ldap`` does not exist on the bed:
+    SSSD starts offline and no lookup leaves the host, which is all the control node's cost needs."""
     address = {host["name"]: host["address"] for host in hosts}
     computes = sorted((name for name in address if name != "ctl"), key=lambda name: int(name[1:]))
     first = hosts[0]
@@ -139,6 +142,9 @@ def inventory_text(cluster: str, hosts: list[dict[str, Any]], monitoring: bool =
         # host work, not the control node's; and the bed's wheelhouse may carry no mpi4py
         "mpi: {enabled: false}",
         *(["monitoring: {host: ctl}"] if monitoring else []),
+        *([f"people: {{directory: {{uri: ['ldap://ldap'], base_dn: 'dc=cluster,dc=test', ca_file: {directory}/ca.pem, "
+           f"bind_dn: 'cn=sssd,dc=cluster,dc=test', bind_password_file: {directory}/bind-password, min_id: 20000}}}}"]
+          if directory is not None else []),
         "",
     ])
 
@@ -258,7 +264,18 @@ def profile_summary(events: Path) -> dict[str, Any]:
     }
 
 
-def run_bed(computes: int, out: Path, monitoring: bool = False) -> dict[str, Any]:
+def directory_files(work: Path) -> Path:
+    """A throwaway CA certificate and a private bind password, as a site keeps them."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(work / "ca.key"), "-out", str(work / "ca.pem"), "-subj", "/CN=deploy-scale",
+                    "-days", "1"], check=True, capture_output=True)
+    password = work / "bind-password"
+    password.write_text("deploy-scale\n")
+    password.chmod(0o600)
+    return work
+
+
+def run_bed(computes: int, out: Path, monitoring: bool = False, directory: bool = False) -> dict[str, Any]:
     """Bed up, the three deploys, bed down (always); the figures as a JSON-able dict."""
     work = Path(tempfile.mkdtemp(prefix=f"deploy-scale-{computes}-", dir=out))
     names = ["ctl"] + [f"c{index}" for index in range(1, computes + 1)]
@@ -270,7 +287,7 @@ def run_bed(computes: int, out: Path, monitoring: bool = False) -> dict[str, Any
             raise SystemExit(f"testbed up failed:\n{up.stdout[-3000:]}{up.stderr[-3000:]}")
         hosts = json.loads(Path(f"/var/lib/cluster-testbed/{BED}/hosts.json").read_text())
         inventory = work / "cluster.yaml"
-        inventory.write_text(inventory_text(f"tb{BED}", hosts, monitoring))
+        inventory.write_text(inventory_text(f"tb{BED}", hosts, monitoring, directory_files(work) if directory else None))
         subreaper(True)
         steps = run_steps(inventory, work)
     finally:
@@ -279,6 +296,7 @@ def run_bed(computes: int, out: Path, monitoring: bool = False) -> dict[str, Any
         down = testbed("down")
         print(f"testbed down: exit {down.returncode}", flush=True)
     return {"computes": computes, "hosts": len(names), "up_s": up_s, "machine": machine(), "monitoring": monitoring,
+            "directory": directory,
             "settings": ansible_settings(computes + 1), "work": str(work), "steps": [asdict(step) for step in steps]}
 
 
@@ -322,6 +340,8 @@ def main() -> None:
     run.add_argument("--computes", type=int, required=True)
     run.add_argument("--monitoring", action="store_true",
                      help="the inventory with monitoring.host: ctl (give it its own --out: report fits every run there)")
+    run.add_argument("--directory", action="store_true",
+                     help="the inventory with people.directory: SSSD on every host (its own --out too)")
     report = sub.add_parser("report", help="fit, project and print (or --write) the section")
     report.add_argument("--write", action="store_true")
     options = parser.parse_args()
@@ -330,7 +350,7 @@ def main() -> None:
         if os.geteuid() != 0:
             raise SystemExit("needs root: the test bed boots systemd-nspawn hosts")
         signal.signal(signal.SIGTERM, _terminated)  # a timeout still takes the bed down (finally)
-        figures = run_bed(options.computes, options.out, options.monitoring)
+        figures = run_bed(options.computes, options.out, options.monitoring, options.directory)
         (options.out / f"{options.computes}.json").write_text(json.dumps(figures, indent=2) + "\n")
         failed = [step for step in figures["steps"] if step["returncode"] != 0]
         raise SystemExit(1 if failed or len(figures["steps"]) < len(STEPS) else 0)
