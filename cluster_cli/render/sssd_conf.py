@@ -14,7 +14,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster
 from cluster_cli.site_directory import read_ca
 from cluster_cli.model import Directory
-from cluster_cli.render.common import header
+from cluster_cli.render.common import format_value, header, merge
 
 SSSD_BUILD_DIR = "sssd"
 SSSD_CONF = f"{SSSD_BUILD_DIR}/sssd.conf"
@@ -46,12 +46,7 @@ def domain_keys(directory: Directory) -> dict[str, Any]:
         keys |= {"ldap_tls_reqcert": "demand", "ldap_tls_cacert": HOST_CA_PATH}
     if directory.bind_dn is not None:
         keys["ldap_default_bind_dn"] = directory.bind_dn
-    for key, value in directory.options.items():
-        if value is None:
-            keys.pop(key, None)
-        else:
-            keys[key] = value
-    return keys
+    return merge(keys, directory.options)
 
 
 def render_sssd(cluster: Cluster) -> dict[str, str]:
@@ -62,14 +57,10 @@ def render_sssd(cluster: Cluster) -> dict[str, str]:
     sections = {"sssd": {"config_file_version": 2, "domains": DOMAIN}, f"domain/{DOMAIN}": domain_keys(directory)}
     lines = [header(cluster.name, "sssd.conf").rstrip("\n")]
     for section, keys in sections.items():
-        lines += ["", f"[{section}]"] + [f"{key} = {_value(keys[key])}" for key in sorted(keys)]
+        lines += ["", f"[{section}]"] + [f"{key} = {format_value(keys[key], yes='true', no='false')}"
+                                         for key in sorted(keys)]
     files = {SSSD_CONF: "\n".join(lines) + "\n"}
     if directory.ca_file is not None:
         files[CA_FILE] = read_ca(Path(directory.ca_file))
     return files
 
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
