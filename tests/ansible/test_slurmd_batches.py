@@ -26,13 +26,13 @@ done
 """
 
 
-def _restart(tmp_path: Path, port: int, batch: int) -> list[str]:
+def _restart(tmp_path: Path, port: int, batch: int, running: tuple[str, ...] = ("t1", "t2", "t3")) -> list[str]:
     pending, run_dir, log = tmp_path / "pending", tmp_path / "run", tmp_path / "calls.log"
     for directory in (pending, run_dir):
-        directory.mkdir()
+        directory.mkdir(parents=True)
     (pending / "restart-slurmd").touch()
     names = ["t1", "t2", "t3"]
-    for name in names:
+    for name in running:
         (run_dir / f"slurmd-{name}.pid").write_text(f"{os.getpid()}\n")  # alive throughout
     bin_dir = tmp_path / "bin"
     write_executable(bin_dir / "scontrol", FAKE_SCONTROL.format(log=log))
@@ -68,3 +68,12 @@ def test_without_batches_every_instance_restarts_at_once_and_slurmctld_is_not_as
     tmp_path: Path, listening_port: int
 ) -> None:
     assert _restart(tmp_path, listening_port, 0) == ["stop t1", "stop t2", "stop t3", "start t1", "start t2", "start t3"]
+
+
+def test_an_instance_that_does_not_run_is_started_not_restarted_and_a_first_install_restarts_nothing(
+    tmp_path: Path, listening_port: int
+) -> None:
+    # The start's stand-in makes no pid file: every instance without one is started by run.yml's start.
+    assert _restart(tmp_path / "one", listening_port, 0, running=("t1", "t2")) == [
+        "stop t1", "stop t2", "start t1", "start t2", "start t3"]
+    assert _restart(tmp_path / "none", listening_port, 2, running=()) == ["start t1", "start t2", "start t3"]
