@@ -11,7 +11,7 @@ from pathlib import Path
 from cluster_cli.cluster import Cluster
 from cluster_cli.host_command import HostCommand
 from cluster_cli.probe import HostProbe, probe_daemons
-from cluster_cli.resolve.clashes import daemon_ports
+from cluster_cli.resolve.clashes import host_daemons
 from cluster_cli.node_states import is_usable
 from cluster_cli.stranded import ask_controller
 
@@ -28,7 +28,7 @@ class NodeStatus:
 class DaemonStatus:
     host: str
     daemon: str
-    """slurmctld, slurmdbd, mariadbd or slurmd@NODE."""
+    """slurmctld, slurmdbd, mariadbd, slurmd@NODE or a monitoring daemon (prometheus, ...)."""
     running: bool
     port: int | None
     listening: bool
@@ -80,7 +80,7 @@ def daemon_statuses(cluster: Cluster, probes: dict[str, HostProbe]) -> list[Daem
         if probe.error:
             statuses.append(DaemonStatus(name, "(host)", False, None, False, f"not reachable: {probe.error}"))
             continue
-        for claim in daemon_ports(cluster.inventory, host):
+        for claim in host_daemons(cluster.inventory, host):
             running = bool(probe.daemons.get(claim.daemon, {}).get("running"))
             listening = probe.ports.get(claim.daemon, False)
             problem = ("" if running and listening else "not running" if not running

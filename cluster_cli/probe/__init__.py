@@ -18,7 +18,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster, ManagedHost
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
-from cluster_cli.resolve.clashes import daemon_ports
+from cluster_cli.resolve.clashes import host_daemons
 from cluster_cli.slurm_associations import read_commands
 from cluster_cli.ssh import ssh_argv
 
@@ -53,7 +53,9 @@ class HostProbe:
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
-    """Each daemon the host should run and its pid file (the paths slurm.conf and slurmdbd.conf set)."""
+    """Each daemon the host should run and its pid file (the paths slurm.conf and slurmdbd.conf set);
+    empty for one found by what runs it (MariaDB and the monitoring daemons: their packages'
+    services and their units write their own, or none)."""
     run_dir = cluster.inventory.slurm.paths.run_dir
     pidfiles = {}
     if host.name in controller_hosts(cluster):
@@ -62,7 +64,13 @@ def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
         pidfiles["slurmdbd"] = f"{run_dir}/slurmdbd.pid"
     for node in host.slurmd_nodes:
         pidfiles[f"slurmd@{node.name}"] = f"{run_dir}/slurmd-{node.name}.pid"
+    pidfiles.update({claim.daemon: "" for claim in host_daemons(cluster.inventory, host) if claim.daemon not in pidfiles})
     return pidfiles
+
+
+def daemon_programs(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
+    """The daemons of ``host`` that no program of their name runs, and what does (a Python module)."""
+    return {claim.daemon: claim.program for claim in host_daemons(cluster.inventory, host) if claim.program}
 
 
 def controller_hosts(cluster: Cluster) -> list[str]:
@@ -80,6 +88,7 @@ def probe_request(
     return {
         "files": [{"path": item.path, "want": item.sha256, "secret": item.secret} for item in files],
         "pidfiles": daemon_pidfiles(cluster, host),
+        "programs": daemon_programs(cluster, host),
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
         + cluster.mpi_packages + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else []),
         "pending_dir": PENDING_DIR,
@@ -104,11 +113,8 @@ def accounting_request(cluster: Cluster) -> dict[str, Any]:
 
 def daemon_request(cluster: Cluster, host: ManagedHost) -> dict[str, Any]:
     """A probe of the daemons ``host`` should run, their processes and ports, and nothing else."""
-    ports = {claim.daemon: claim.port for claim in daemon_ports(cluster.inventory, host)}
-    pidfiles = daemon_pidfiles(cluster, host)
-    # No pid file of ours for MariaDB (the package's service writes it): found by its name.
-    pidfiles.update({daemon: "" for daemon in ports if daemon not in pidfiles})
-    return {"pidfiles": pidfiles, "ports": ports}
+    ports = {claim.daemon: [claim.address, claim.port] for claim in host_daemons(cluster.inventory, host)}
+    return {"pidfiles": daemon_pidfiles(cluster, host), "programs": daemon_programs(cluster, host), "ports": ports}
 
 
 def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:

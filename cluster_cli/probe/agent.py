@@ -4,8 +4,9 @@ Standard library only: the control node sends this file's source to each host's 
 SSH, or runs it in-process for a local host) with a JSON request, and reads one JSON answer.
 It changes nothing on the host.
 
-Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path},
-          "ports": {daemon: port}, "packages": [names], "pending_dir", "run_dir",
+Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path or "" (found by name)},
+          "programs": {daemon: Python module that runs it}, "ports": {daemon: [address, port]},
+          "packages": [names], "pending_dir", "run_dir",
           "controller": {"conf", "state_dir"} or null,
           "owner": {"slurm_conf", "munge_key": {"path", "marker", "want"?},
                     "slurmdbd_conf": {"path", "marker", "want"?} or null} or null}
@@ -71,14 +72,20 @@ def _pid_from_file(pidfile: str) -> int | None:
         return None
 
 
-def find_daemon(daemon: str) -> int | None:
-    """The pid of ``daemon`` ("slurmctld", "slurmdbd" or "slurmd@NODE") found among the running
-    processes: Slurm 24.11+ started by systemd (--systemd) writes no pid file."""
-    program, _, node = daemon.partition("@")
+def find_daemon(daemon: str, program: str = "") -> int | None:
+    """The pid of ``daemon`` ("slurmctld", "slurmd@NODE", "prometheus", ...) found among the running
+    processes: Slurm 24.11+ started by systemd (--systemd) writes no pid file, nor do the packages'
+    units. ``program``: what runs it where that is not a program of its name (a Python module)."""
+    name, _, node = daemon.partition("@")
     for pid, argv in _processes():
-        if os.path.basename(argv[0]) == program and (not node or _names_node(argv, node)):
+        if _runs(argv, program or name) and (not node or _names_node(argv, node)):
             return int(pid)
     return None
+
+
+def _runs(argv: list, program: str) -> bool:
+    """Whether ``argv`` runs ``program``: its executable, or a Python module (``python -m program``)."""
+    return os.path.basename(argv[0]) == program or argv[1:3] == ["-m", program]
 
 
 def _processes():
@@ -99,12 +106,12 @@ def _names_node(argv: list, node: str) -> bool:
     return any(argv[index] == "-N" and argv[index + 1:index + 2] == [node] for index in range(len(argv)))
 
 
-def process_facts(pidfile: str, boot_time: float, daemon: str = "") -> dict:
-    """The pid in ``pidfile`` (else found by ``daemon``'s name) and when that process started
-    (epoch seconds), if it runs."""
+def process_facts(pidfile: str, boot_time: float, daemon: str = "", program: str = "") -> dict:
+    """The pid in ``pidfile`` (else found by ``daemon``'s name, or ``program``) and when that process
+    started (epoch seconds), if it runs."""
     pid = _pid_from_file(pidfile)
     if (pid is None or not os.path.exists(f"/proc/{pid}")) and daemon:
-        pid = find_daemon(daemon)
+        pid = find_daemon(daemon, program)
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
             stat = handle.read()
@@ -116,11 +123,11 @@ def process_facts(pidfile: str, boot_time: float, daemon: str = "") -> dict:
     return {"pid": pid, "started": round(started, 2), "running": fields[0] not in ("Z", "X")}
 
 
-def port_open(port: int) -> bool:
-    """Whether a daemon accepts TCP connections on ``port`` of this host (the loopback address:
-    Slurm's daemons listen on every address, MariaDB on 127.0.0.1 only)."""
+def port_open(address: str, port: int) -> bool:
+    """Whether a daemon accepts TCP connections on ``address``:``port`` of this host (the loopback
+    address for Slurm's daemons and MariaDB, the host's own address for those that listen there only)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=PORT_TIMEOUT_S):
+        with socket.create_connection((address, port), timeout=PORT_TIMEOUT_S):
             return True
     except OSError:
         return False
@@ -334,8 +341,9 @@ def probe(request: dict) -> dict:
         "owed": owed_actions(request["pending_dir"]) if request.get("pending_dir") else [],
         "slurmds": running_slurmds(request["run_dir"], boot_time) if request.get("run_dir") else {},
         "files": {entry["path"]: file_facts(entry) for entry in request.get("files", [])},
-        "daemons": {name: process_facts(path, boot_time, name) for name, path in request.get("pidfiles", {}).items()},
-        "ports": {name: port_open(port) for name, port in request.get("ports", {}).items()},
+        "daemons": {name: process_facts(path, boot_time, name, request.get("programs", {}).get(name, ""))
+                    for name, path in request.get("pidfiles", {}).items()},
+        "ports": {name: port_open(address, port) for name, (address, port) in request.get("ports", {}).items()},
         "packages": package_versions(request.get("packages", [])),
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
         "owner": owner_facts(request["owner"]) if request.get("owner") else None,

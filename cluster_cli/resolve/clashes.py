@@ -11,6 +11,13 @@ from cluster_cli.resolve.hosts import ManagedHost
 from cluster_cli.resolve.problems import Problems
 
 MARIADB_PORT = 3306
+# Where a probe on the host itself reaches a daemon that listens on every address (Slurm's) or on
+# 127.0.0.1 only (MariaDB's).
+LOOPBACK = "127.0.0.1"
+# The Python exporters run as `python -m MODULE` (roles/slurm_exporter, roles/gpu_exporter): the
+# probe finds them by their module, not by a program of their daemon's name.
+SLURM_EXPORTER_MODULE = "cluster_cli.exporters.slurm_metrics"
+GPU_EXPORTER_MODULE = "cluster_cli.exporters.gpu_metrics"
 
 
 
@@ -19,12 +26,17 @@ class DaemonPort:
     """A daemon of a host and the TCP port it listens on."""
 
     daemon: str
-    """As the probe names it: slurmctld, slurmdbd, mariadbd, slurmd@NODE."""
+    """As the probe names it: slurmctld, slurmdbd, mariadbd, slurmd@NODE, prometheus, ..."""
     label: str
     """As a message names it: "slurmd of NODE", "MariaDB"."""
     port: int
     where: Location
     """The inventory field that sets the port (where a clash is reported)."""
+    address: str = LOOPBACK
+    """Where a probe on the host connects: the monitoring daemons listen on the host's inventory
+    address only."""
+    program: str = ""
+    """What runs it, where that is not a program named like the daemon: a Python module."""
 
 
 def check_ports(inventory: Inventory, hosts: dict[str, ManagedHost], problems: Problems) -> None:
@@ -71,18 +83,25 @@ def monitoring_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort
     monitoring = inventory.monitoring
     if monitoring.host is None:
         return []
-    ports = monitoring.ports
-    claims = [DaemonPort("prometheus-node-exporter", "node_exporter", ports.node, ("monitoring", "ports", "node"))]
+    ports, address = monitoring.ports, host.address
+    claims = [DaemonPort("prometheus-node-exporter", "node_exporter", ports.node, ("monitoring", "ports", "node"), address)]
     if host.name == inventory.controllers.primary:
-        claims.append(DaemonPort("cluster-slurm-exporter", "the Slurm exporter", ports.slurm, ("monitoring", "ports", "slurm")))
+        claims.append(DaemonPort("cluster-slurm-exporter", "the Slurm exporter", ports.slurm, ("monitoring", "ports", "slurm"),
+                                 address, SLURM_EXPORTER_MODULE))
     if host.has_nvml_gpus:
-        claims.append(DaemonPort("cluster-gpu-exporter", "the GPU exporter", ports.gpu, ("monitoring", "ports", "gpu")))
+        claims.append(DaemonPort("cluster-gpu-exporter", "the GPU exporter", ports.gpu, ("monitoring", "ports", "gpu"),
+                                 address, GPU_EXPORTER_MODULE))
     if "monitoring" in host.roles:
-        claims.append(DaemonPort("prometheus", "Prometheus", ports.prometheus, ("monitoring", "ports", "prometheus")))
+        claims.append(DaemonPort("prometheus", "Prometheus", ports.prometheus, ("monitoring", "ports", "prometheus"), address))
         if monitoring.alertmanager:
             claims.append(DaemonPort("prometheus-alertmanager", "Alertmanager", ports.alertmanager,
-                                     ("monitoring", "ports", "alertmanager")))
+                                     ("monitoring", "ports", "alertmanager"), address))
     return claims
+
+
+def host_daemons(inventory: Inventory, host: ManagedHost) -> list[DaemonPort]:
+    """Every daemon ``host`` runs with a port: Slurm's, MariaDB, and the monitoring daemons."""
+    return daemon_ports(inventory, host) + monitoring_ports(inventory, host)
 
 
 def check_shared_devices(hosts: dict[str, ManagedHost], problems: Problems) -> None:

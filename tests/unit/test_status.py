@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cluster_cli import status as status_module
 
-from cluster_cli.loader import load_cluster
+from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.probe import HostProbe, agent, daemon_request
 from cluster_cli.progress import daemon_lines
 from cluster_cli.status import ClusterStatus, daemon_statuses
@@ -25,17 +28,44 @@ def test_the_agent_tells_an_open_port_from_a_closed_one() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        assert agent.port_open(port)
-    assert not agent.port_open(port)
+        assert agent.port_open("127.0.0.1", port)
+    assert not agent.port_open("127.0.0.1", port)
 
 
 def test_each_host_is_asked_about_every_daemon_it_should_run_and_its_port() -> None:
     cluster = load_cluster(HETERO)
     request = daemon_request(cluster, cluster.hosts["localhost"])
-    assert request["ports"] == PORTS
+    assert request["ports"] == {daemon: ["127.0.0.1", port] for daemon, port in PORTS.items()}
     assert request["pidfiles"]["slurmd@cpu2"] == "/run/slurm/slurmd-cpu2.pid"
     assert request["pidfiles"]["mariadbd"] == ""  # found by its name
-    assert set(request) == {"pidfiles", "ports"}  # no file checksums, no packages: status stays fast
+    assert set(request) == {"pidfiles", "programs", "ports"}  # no file checksums, no packages: status stays fast
+
+
+def test_the_monitoring_daemons_are_asked_about_at_the_address_they_listen_on_and_found_by_what_runs_them() -> None:
+    text = HETERO.read_text() + "monitoring:\n  host: localhost\n  alertmanager: true\n"
+    cluster = load_cluster_text(text, "hetero-monitored.yaml")
+    request = daemon_request(cluster, cluster.hosts["localhost"])
+    address = cluster.hosts["localhost"].address
+    assert {daemon: where for daemon, where in request["ports"].items() if daemon not in PORTS} == {
+        "prometheus-node-exporter": [address, 9100], "cluster-slurm-exporter": [address, 9446],
+        "prometheus": [address, 9090], "prometheus-alertmanager": [address, 9093]}
+    assert request["programs"] == {"cluster-slurm-exporter": "cluster_cli.exporters.slurm_metrics"}
+    assert request["pidfiles"]["prometheus"] == ""
+    for module in request["programs"].values():
+        importlib.import_module(module)  # the module the exporter's role runs (python -m)
+
+
+def test_the_agent_finds_a_python_daemon_by_its_module_and_no_other_process() -> None:
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert agent.find_daemon("web", "http.server") == server.pid
+        assert agent.process_facts("", 0.0, "web", "http.server")["running"]
+        assert agent.find_daemon("web", "http.client") is None
+        assert agent.find_daemon("web") is None  # no program, nor module, of its name
+    finally:
+        server.kill()
+        server.wait()
 
 
 def _answer(dead: tuple[str, ...] = (), closed: tuple[str, ...] = ()) -> HostProbe:
