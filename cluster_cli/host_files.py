@@ -13,6 +13,7 @@ that finds nothing to change (tests/deploy) keeps this table true to the roles.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
@@ -22,6 +23,8 @@ from cluster_cli.render.monitoring import (
     ALERT_RULES, EXPORTER_BUILD_DIR, EXPORTER_DIR, MONITORING_BUILD_DIR, PROMETHEUS_CONFIG, PROMETHEUS_DIR,
 )
 from cluster_cli.render.sssd_conf import CA_FILE, HOST_CA_PATH, SSSD_CONF, SSSD_CONF_PATH
+from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNITS_DIR, unit_name
+from cluster_cli.shared_storage import mounts_by_host
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
 # Where the roles leave the restarts and reconfigures a change still owes (slurm_common_pending_dir's
@@ -61,9 +64,10 @@ def sha256_text(text: str) -> str:
 
 
 def files_for_host(
-    cluster: Cluster, host: ManagedHost, checksums: dict[str, str], munge_key_sha256: str
+    cluster: Cluster, host: ManagedHost, checksums: dict[str, str], munge_key_sha256: str, mounts: Sequence[int] = (),
 ) -> list[HostFile]:
-    """``checksums`` maps build directory paths (and host_health_path's names) to the sha256 of their text."""
+    """``checksums`` maps build directory paths (and host_health_path's names) to the sha256 of their text;
+    ``mounts``: the host's mounts (shared_storage.mounts_by_host)."""
     conf_dir = cluster.inventory.slurm.paths.conf_dir
     keeps_files = not cluster.inventory.slurm.configless or bool(host.roles & CONFIGLESS_FILE_ROLES)
     files = []
@@ -87,7 +91,22 @@ def files_for_host(
         files.append(HostFile(SSSD_CONF_PATH, SSSD_CONF, checksums.get(SSSD_CONF)))
         if CA_FILE in checksums:
             files.append(HostFile(HOST_CA_PATH, CA_FILE, checksums[CA_FILE]))
+    files += _mount_unit_files(cluster, mounts, checksums)
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
+    return files
+
+
+def _mount_unit_files(cluster: Cluster, mounts: Sequence[int], checksums: dict[str, str]) -> list[HostFile]:
+    """roles/storage_client: the units of the host's mounts (written on a host without systemd too,
+    where they are inert: it mounts from its fstab block, which plan does not compare)."""
+    storage = cluster.inventory.storage
+    if storage is None:
+        return []
+    files = []
+    for mount in (storage.mounts[index] for index in mounts):
+        for kind in ("mount", "automount") if mount.automount else ("mount",):
+            source = f"{STORAGE_BUILD_DIR}/{unit_name(mount, kind)}"
+            files.append(HostFile(f"{UNITS_DIR}/{unit_name(mount, kind)}", source, checksums.get(source)))
     return files
 
 
@@ -115,4 +134,6 @@ def files_by_host(cluster: Cluster, rendered: dict[str, str], munge_key: bytes) 
     of its bundle (health_conf.with_host_health_texts); each is hashed once, not per host."""
     checksums = {path: sha256_text(text) for path, text in rendered.items() if text}
     munge_key_sha256 = hashlib.sha256(munge_key).hexdigest()
-    return {name: files_for_host(cluster, host, checksums, munge_key_sha256) for name, host in cluster.hosts.items()}
+    mounts = mounts_by_host(cluster.inventory, cluster.hosts)
+    return {name: files_for_host(cluster, host, checksums, munge_key_sha256, mounts[name])
+            for name, host in cluster.hosts.items()}

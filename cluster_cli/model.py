@@ -1304,6 +1304,90 @@ class Deploy(StrictModel):
     )
 
 
+MOUNT_TYPE_PATTERN = r"^[a-z0-9][a-z0-9_+-]*(\.[a-z0-9][a-z0-9_+-]*)?$"  # nfs4, fuse.sshfs, lustre
+MOUNT_OPTION_PATTERN = r"^[^\s,]+$"  # one item of the comma-separated Options=/fstab field
+MOUNT_MODE_PATTERN = r"^0?[0-7]{3}$"
+MOUNT_SELECTORS = ("controllers", "database", "login", "compute", "monitoring")
+
+
+def _check_mount_source(value: str) -> str:
+    _check_word(value)  # one field of an fstab line
+    return value
+
+
+MountSource = Annotated[str, AfterValidator(_check_mount_source)]
+MountType = Annotated[str, Field(pattern=MOUNT_TYPE_PATTERN, max_length=64)]
+MountOption = Annotated[str, Field(pattern=MOUNT_OPTION_PATTERN)]
+
+
+class Mount(StrictModel):
+    """A shared file system the hosts mount at boot and at deploy (roles/storage_client): a systemd
+    mount unit, or a line of /etc/fstab's cluster-cli block on a host without systemd."""
+
+    source: MountSource = Field(
+        description=(
+            "What is mounted: `SERVER:/EXPORT` for `nfs`/`nfs4`, `[USER@]HOST:[PATH]` for `fuse.sshfs`, "
+            "a device, URI or name as the type's mount helper takes it otherwise."
+        ),
+    )
+    path: AbsolutePath = Field(
+        description="The mount point on each host; not in a system directory, nor inside another mount."
+    )
+    type: MountType = Field(
+        "nfs",
+        description=(
+            "The file system type as mount(8) takes it: `nfs`, `nfs4` first-class; `fuse.sshfs`, `cephfs`, "
+            "`glusterfs`, `lustre`, `beegfs` ... passed through with their options."
+        ),
+    )
+    options: list[MountOption] | None = Field(
+        None,
+        description=(
+            "Mount options, each one item (no comma or space); omitted: the type's defaults "
+            "(docs/storage.md), given: these instead of them."
+        ),
+    )
+    hosts: list[Name] | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "Which hosts mount it: `controllers`, `database`, `login`, `compute`, `monitoring` "
+            "and/or node group names; omitted: every cluster host."
+        ),
+    )
+    owner: UserName | None = Field(
+        None, description="Owner of the mount point directory, made where missing before the mount; null: root."
+    )
+    group: UserName | None = Field(None, description="Its group; null: root.")
+    mode: Annotated[str, Field(pattern=MOUNT_MODE_PATTERN)] | None = Field(
+        None,
+        description="Its mode, octal as a string; null: `\"0755\"`. Once mounted, the file system's root shows its own.",
+    )
+    automount: bool = Field(
+        False,
+        description=(
+            "Mount on first access (a systemd `.automount` unit) rather than at boot; hosts without systemd "
+            "mount it at once."
+        ),
+    )
+    client_installed: bool = Field(
+        False,
+        description=(
+            "The site installs this type's client itself (required for types this release cannot install "
+            "from Debian: `lustre`, `beegfs` ...)."
+        ),
+    )
+
+
+class Storage(StrictModel):
+    """Shared file systems: home directories, a work area for checkpoints and data sets."""
+
+    mounts: list[Mount] = Field(
+        default_factory=new_list,
+        description="The mounts; an empty list unmounts what an earlier deploy mounted (when nothing uses it).",
+    )
+
+
 class Inventory(StrictModel):
     """A Slurm GPU cluster."""
 
@@ -1358,6 +1442,13 @@ class Inventory(StrictModel):
     mpi: Mpi = Field(default_factory=Mpi, description="MPI launch: MpiDefault, PMIx, Open MPI, mpi4py.")
     monitoring: Monitoring = Field(
         default_factory=Monitoring, description="Prometheus, node_exporter and the Slurm exporter; off unless `host` is set."
+    )
+    storage: Storage | None = Field(
+        None,
+        description=(
+            "Shared file systems mounted on the cluster's hosts (docs/storage.md); omit for none, and "
+            "nothing about mounts is touched."
+        ),
     )
 
     @model_validator(mode="after")

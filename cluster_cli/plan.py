@@ -21,6 +21,8 @@ from cluster_cli.hostlist import expand
 from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
+from cluster_cli.shared_storage import packages_by_host
+from cluster_cli.render.mount_units import UNITS_DIR
 from cluster_cli.probe import DIRECTORY_PROBED_PACKAGE, HostProbe, accounting_host, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document, document_checksum
@@ -144,12 +146,14 @@ def make_plan(
     diffs: dict[tuple[str, str | None], str] = {}
     # the primary first: configless hosts without files follow its decision
     order = sorted(probes, key=lambda name: name != cluster.inventory.controllers.primary)
+    storage_packages = packages_by_host(cluster.inventory, cluster.hosts)
     for name in order:
         probe = probes[name]
         if probe.error:
             continue
         files = files_by_host.get(name, [])
-        found = _package_changes(cluster, name, cluster.hosts[name].roles, probe)
+        found = _package_changes(cluster, name, cluster.hosts[name].roles, probe, storage_packages.get(name, []))
+        found += stale_mount_changes(name, probe)
         found += _file_changes(name, files, rendered, probe, record, diffs)
         if version:
             change = decisions.for_host(files, rendered, probe, name == cluster.inventory.controllers.primary)
@@ -287,7 +291,9 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: HostProbe) -> list[Change]:
+def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: HostProbe,
+                     storage_packages: list[str]) -> list[Change]:
+    """``storage_packages``: the clients of the host's mounts (shared_storage.packages_by_host)."""
     wanted = ["munge", "slurm-client"]
     wanted += ["slurmctld"] if "controller" in roles else []
     wanted += ["slurmd"] if "compute" in roles else []
@@ -299,6 +305,7 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
         wanted += ["prometheus-alertmanager"] if "monitoring" in roles and monitoring.alertmanager else []
     wanted += cluster.mpi_packages if roles & MPI_ROLES else []
     wanted += [DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory is not None else []
+    wanted += storage_packages
     pin = cluster.inventory.slurm.version
     changes = []
     for package in wanted:
@@ -308,6 +315,26 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
         elif pin and package.startswith("slurm") and installed != pin:
             changes.append(Change(host, package, Impact.PACKAGE, f"{installed} installed, the inventory pins {pin}"))
     return changes
+
+
+def stale_mount_changes(host: str, probe: HostProbe) -> list[Change]:
+    """The host's mounts the inventory no longer has (cluster-cli's units there, probe.stale_mounts):
+    unmounted and removed by the deploy, or, while processes use the mount, left as they are; and
+    its own mount points nothing is mounted on (probe.unmounted)."""
+    changes = []
+    for mount in probe.stale_mounts:
+        subject = f"{UNITS_DIR}/{mount['unit']}"
+        users = mount.get("users") or []
+        if not mount.get("mounted"):
+            detail = f"{mount['path']} is no longer in storage.mounts: remove the unit (not mounted)"
+        elif not users:
+            detail = f"{mount['path']} is no longer in storage.mounts: unmount it and remove the unit"
+        else:
+            shown = ", ".join(str(pid) for pid in users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+            detail = (f"{mount['path']} is no longer in storage.mounts, but processes use it (pids {shown}): "
+                      "waits, the deploy leaves it mounted until nothing uses it")
+        changes.append(Change(host, subject, Impact.FILE, detail))
+    return changes + [Change(host, path, Impact.START, "not mounted: mount") for path in probe.unmounted]
 
 
 def _file_changes(

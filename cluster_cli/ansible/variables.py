@@ -19,6 +19,8 @@ from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
 from cluster_cli.render.sssd_conf import CA_FILE, SSSD_CONF
+from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNIT_MARKER, UNITS_DIR, fstab_line, unit_name
+from cluster_cli.shared_storage import client_packages, mount_group
 from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.secrets_store import ClusterSecrets
 
@@ -103,6 +105,32 @@ def directory_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     }
 
 
+def storage_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
+    """roles/storage_client's variables: every mount, each with the Ansible group of the hosts that
+    mount it (render/ansible_inventory), its units' names and its fstab line."""
+    storage = cluster.inventory.storage
+    mounts = [
+        {
+            "path": mount.path,
+            "hosts_group": mount_group(index),
+            "unit": unit_name(mount),
+            "automount_unit": unit_name(mount, "automount") if mount.automount else "",
+            "packages": list(client_packages(mount)),
+            "fstab": fstab_line(mount),
+            "owner": mount.owner or "root",
+            "group": mount.group or "root",
+            "mode": mount.mode or "0755",
+        }
+        for index, mount in enumerate(storage.mounts if storage is not None else [])
+    ]
+    return {
+        "storage_client_mounts": mounts,
+        "storage_client_units_src": str(build_dir / STORAGE_BUILD_DIR),
+        "storage_client_units_dir": UNITS_DIR,
+        "storage_client_marker": UNIT_MARKER,
+    }
+
+
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
     inventory = cluster.inventory
     slurm = inventory.slurm
@@ -158,6 +186,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "login_mpi_packages": mpi_packages(inventory),
         **monitoring_variables(cluster, build_dir),
         **directory_variables(cluster, build_dir),
+        **storage_variables(cluster, build_dir),
         # training_env
         "training_env_venv_path": training.venv_path,
         "training_env_python": training.python,

@@ -21,6 +21,8 @@ from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import host_daemons
 from cluster_cli.slurm_associations import read_commands
 from cluster_cli.ssh import ssh_argv
+from cluster_cli.render.mount_units import UNIT_MARKER, UNITS_DIR, unescape_path
+from cluster_cli.shared_storage import all_client_packages
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
 PROBE_TIMEOUT_S = 60
@@ -50,6 +52,10 @@ class HostProbe:
     owner: dict[str, Any] | None = None
     # slurmdbd's accounting data (on the accounting host): {"outputs": {command: text}, "error": ...}
     accounting: dict[str, Any] | None = None
+    # cluster-cli's mount units the inventory no longer has: [{"unit", "path", "mounted", "users"}]
+    stale_mounts: list[dict[str, Any]] = field(default_factory=list)
+    # the host's own mount points that nothing is mounted on
+    unmounted: list[str] = field(default_factory=list)
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
@@ -90,13 +96,23 @@ def probe_request(
         "pidfiles": daemon_pidfiles(cluster, host),
         "programs": daemon_programs(cluster, host),
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
-        + cluster.mpi_packages + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else []),
+        + cluster.mpi_packages + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else [])
+        + all_client_packages(cluster.inventory),
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,
         "owner": owner,
         "accounting": accounting_request(cluster) if host.name == accounting_host(cluster) else None,
+        "mounts": mounts_request(files) if cluster.inventory.storage is not None else None,
     }
+
+
+def mounts_request(files: list[HostFile]) -> dict[str, Any]:
+    """Which of cluster-cli's mount units the host holds beyond ``files`` (its wanted ones), whether
+    anything uses their mounts, and which of its own mounts are not mounted (plan's mount rows)."""
+    wanted = [item.name for item in files if item.path.startswith(f"{UNITS_DIR}/") and item.sha256]
+    paths = [unescape_path(name.removesuffix(".mount")) for name in wanted if name.endswith(".mount")]
+    return {"units_dir": UNITS_DIR, "marker": UNIT_MARKER, "wanted": wanted, "wanted_paths": paths}
 
 
 def accounting_host(cluster: Cluster) -> str | None:
@@ -126,6 +142,8 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
         host.name, answer["files"], answer["daemons"], answer["packages"], answer.get("controller"),
         owed=answer.get("owed", []), slurmds=answer.get("slurmds", {}), ports=answer.get("ports", {}),
         owner=answer.get("owner"), accounting=answer.get("accounting"),
+        stale_mounts=(answer.get("mounts") or {}).get("stale", []),
+        unmounted=(answer.get("mounts") or {}).get("unmounted", []),
     )
 
 

@@ -9,7 +9,8 @@ Request: {"files": [{"path", "want", "secret"}], "pidfiles": {daemon: path or ""
           "packages": [names], "pending_dir", "run_dir",
           "controller": {"conf", "state_dir"} or null,
           "owner": {"slurm_conf", "munge_key": {"path", "marker", "want"?},
-                    "slurmdbd_conf": {"path", "marker", "want"?} or null} or null}
+                    "slurmdbd_conf": {"path", "marker", "want"?} or null} or null,
+          "mounts": {"units_dir", "marker", "wanted": [unit names], "wanted_paths": [mount points]} or null}
 Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
           "daemons": {daemon: {"pid", "started", "running"}},
           "ports": {daemon: true if something accepts connections on the port here},
@@ -17,7 +18,9 @@ Answer:  {"files": {path: {"sha256", "text"?} | {"absent": true} | {"error"}},
           "packages": {name: version or null},
           "controller": {"state_cluster_name", "nodes", "jobs", "error"} or null,
           "owner": {"cluster_name", "answering_cluster_name", "daemons", "munge_key", "slurmdbd_password"}
-                   or null}
+                   or null,
+          "mounts": {"stale": [{"unit", "path", "mounted", "users": [pids]}] (cluster-cli's units not wanted),
+                     "unmounted": [wanted mount points nothing is mounted on]} or null}
 
 A file's text comes back only when it differs from the wanted checksum and is not secret;
 a secret file (munge key, slurmdbd.conf) only ever sends its checksum. The owner facts send
@@ -335,6 +338,90 @@ def running_slurmds(run_dir: str, boot_time: float) -> dict:
     return found
 
 
+def mount_facts(request: dict) -> dict:
+    mounted = _mount_ids()
+    return {"stale": stale_mounts(request, mounted),
+            "unmounted": [path for path in request.get("wanted_paths", []) if path not in mounted]}
+
+
+def stale_mounts(request: dict, mounted: dict) -> list:
+    """cluster-cli's mount units in ``units_dir`` (the marker line in them) that are not ``wanted``,
+    each with its mount point, whether it is mounted, and the processes that use it. Nothing here
+    stats a path on the mount: a dead NFS server would hang the probe."""
+    try:
+        names = sorted(os.listdir(request["units_dir"]))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.endswith(".mount") or name in request["wanted"]:
+            continue
+        where = _unit_where(os.path.join(request["units_dir"], name), request["marker"])
+        if where is not None:
+            mount_id = mounted.get(where)
+            users = _mount_users(where, mount_id) if mount_id is not None else []
+            found.append({"unit": name, "path": where, "mounted": mount_id is not None, "users": users})
+    return found
+
+
+def _unit_where(path: str, marker: str):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    if marker not in lines:
+        return None
+    return next((line[len("Where="):] for line in lines if line.startswith("Where=")), None)
+
+
+def _mount_ids() -> dict:
+    """Each mount point of this host and its mount id (/proc/self/mountinfo; the last mount on a path wins)."""
+    ids = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields = line.split()
+                point = fields[4].replace("\\040", " ")
+                ids[point] = fields[0]
+    except OSError:
+        pass
+    return ids
+
+
+def _mount_users(where: str, mount_id: str) -> list:
+    """The pids whose working or root directory lies in ``where``, or with a file open on its mount
+    (fdinfo's mnt_id): what keeps `umount` from succeeding."""
+    users = []
+    below = where.rstrip("/") + "/"
+    for pid, _ in _processes():
+        if _uses(pid, where, below, mount_id):
+            users.append(int(pid))
+    return users
+
+
+def _uses(pid: str, where: str, below: str, mount_id: str) -> bool:
+    for link in ("cwd", "root"):
+        try:
+            target = os.readlink(f"/proc/{pid}/{link}")
+        except OSError:
+            continue
+        if target == where or target.startswith(below):
+            return True
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii", errors="replace") as handle:
+                if f"mnt_id:\t{mount_id}\n" in handle.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def probe(request: dict) -> dict:
     boot_time = _boot_time()
     answer = {
@@ -348,6 +435,7 @@ def probe(request: dict) -> dict:
         "controller": controller_facts(request["controller"]) if request.get("controller") else None,
         "owner": owner_facts(request["owner"]) if request.get("owner") else None,
         "accounting": accounting_facts(request["accounting"]) if request.get("accounting") else None,
+        "mounts": mount_facts(request["mounts"]) if request.get("mounts") else None,
     }
     return answer
 

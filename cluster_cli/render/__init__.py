@@ -20,6 +20,7 @@ from cluster_cli.render.nccl_conf import render_nccl_conf
 from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.render.slurmdbd_conf import render_slurmdbd_conf
 from cluster_cli.render.sssd_conf import render_sssd
+from cluster_cli.render.mount_units import render_mount_units
 from cluster_cli.render.topology_conf import render_topology_conf
 
 
@@ -34,7 +35,8 @@ class RenderedFile:
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
     cluster's Prometheus and its dashboards, Prometheus' configuration and the Slurm exporter's code
-    where the inventory has a monitoring host, sssd.conf and its CA where it has a directory, the job
+    where the inventory has a monitoring host, sssd.conf and its CA where it has a directory, the mount
+    units where it has storage, the job
     templates where there are login hosts;
     slurmdbd.conf only with accounting."""
     files = [
@@ -48,6 +50,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     files += [RenderedFile(path, text) for path, text in render_dashboards(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_monitoring(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_sssd(cluster).items()]
+    files += [RenderedFile(path, text) for path, text in render_mount_units(cluster).items()]
     if cluster.inventory.login:
         # only login hosts get them (roles/login); a cluster without one, the GPU proof's among
         # them (its kit carries no templates), has none to render

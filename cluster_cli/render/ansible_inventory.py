@@ -15,6 +15,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
 from cluster_cli.render.common import JsonMembers, json_lines, json_string, json_text
 from cluster_cli.render.monitoring import nvml_gpu_hosts
+from cluster_cli.shared_storage import mount_group, selected_hosts
 
 GROUP_OF_ROLE = {
     "controller": "slurm_controller",
@@ -139,7 +140,7 @@ def shared_variables(host_vars: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The cluster group's children: each role's hosts, training_env, slurm_nvml, node_exporter,
-    slurm_exporter, gpu_exporter and sssd (one pass over the hosts, and one over the GPU hosts)."""
+    slurm_exporter, gpu_exporter, sssd and the storage groups (one pass over the hosts, and one over the GPU hosts)."""
     members: dict[str, dict[str, None]] = {group: {} for group in GROUP_OF_ROLE.values()}
     training: dict[str, None] = {}
     for name, host in cluster.hosts.items():
@@ -163,7 +164,20 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
     # the directory's SSSD client on every host (people.directory)
     directory = cluster.inventory.people.directory is not None
     children["sssd"] = {"hosts": {name: None for name in cluster.hosts} if directory else {}}
+    children.update(_storage_groups(cluster))
     return children
+
+
+def _storage_groups(cluster: Cluster) -> dict[str, Any]:
+    """storage_client: every host where the inventory has storage (a host whose last mount left the
+    inventory still runs the role, which unmounts it); one group per mount of the hosts that mount
+    it. Without storage only the empty storage_client group (site.yml's play names it)."""
+    if cluster.inventory.storage is None:
+        return {"storage_client": {"hosts": {}}}
+    groups: dict[str, Any] = {"storage_client": {"hosts": {name: None for name in cluster.hosts}}}
+    for index, mount in enumerate(cluster.inventory.storage.mounts):
+        groups[mount_group(index)] = {"hosts": {name: None for name in selected_hosts(cluster.hosts, mount)}}
+    return groups
 
 
 def inventory_document(cluster: Cluster) -> dict[str, Any]:

@@ -582,6 +582,63 @@ def health_config_text(document: str, nodes: list[str]) -> str:
         raise AnsibleFilterError(f"health_config_text: {error}") from None
 
 
+def storage_host_mounts(mounts: list[dict[str, Any]], group_names: list[str]) -> list[dict[str, Any]]:
+    """The mounts of roles/storage_client's ``mounts`` (cluster-cli's storage_client_mounts) this host
+    mounts: those whose ``hosts_group`` it is in.
+
+        __storage_client_host_mounts: "{{ storage_client_mounts | storage_host_mounts(group_names) }}"
+    """
+    return [mount for mount in mounts if mount["hosts_group"] in group_names]
+
+
+def storage_unit_names(mounts: list[dict[str, Any]]) -> list[str]:
+    """The unit files of ``mounts``: each one's .mount unit, and its .automount unit where it has one."""
+    return [name for mount in mounts for name in (mount["unit"], mount.get("automount_unit") or "") if name]
+
+
+def storage_start_units(mounts: list[dict[str, Any]]) -> list[str]:
+    """The unit each of ``mounts`` is started and enabled by: its .automount where it has one, else its .mount."""
+    return [mount.get("automount_unit") or mount["unit"] for mount in mounts]
+
+
+def storage_stale_units(found: list[str], wanted: list[str]) -> list[str]:
+    """The names of the units ``found`` (paths of cluster-cli's units on the host) that are not ``wanted``."""
+    return sorted({Path(path).name for path in found} - set(wanted))
+
+
+def storage_unit_paths(contents: dict[str, str | None], names: list[str], directory: str) -> dict[str, list[str]]:
+    """Each mount point the units ``names`` (files of ``directory`` whose text ``contents`` holds, a
+    cluster_files read) mount or automount (their Where= line), with those units."""
+    paths: dict[str, list[str]] = {}
+    for name in names:
+        text = contents.get(f"{directory}/{name}") or ""
+        where = next((line[len("Where="):] for line in text.splitlines() if line.startswith("Where=")), None)
+        if where:
+            paths.setdefault(where, []).append(name)
+    return paths
+
+
+def storage_fstab_paths(text: str | None, marker: str) -> list[str]:
+    """The mount points of the lines in ``text``'s ``# BEGIN marker`` block (an fstab's second field)."""
+    return [line.split()[1] for line in _block_lines(text, marker) if len(line.split()) > 1]
+
+
+def storage_fstab_block(mounts: list[dict[str, Any]], kept: list[str], text: str | None, marker: str) -> str:
+    """The fstab lines of ``mounts``, and the old block's lines of the ``kept`` paths (stale mounts
+    still in use: they stay mounted, and the next deploy tries again)."""
+    old = {line.split()[1]: line for line in _block_lines(text, marker) if len(line.split()) > 1}
+    wanted = {mount["path"] for mount in mounts}
+    return "\n".join([mount["fstab"] for mount in mounts] + [old[path] for path in kept if path in old and path not in wanted])
+
+
+def _block_lines(text: str | None, marker: str) -> list[str]:
+    lines = (text or "").splitlines()
+    begin, end = f"# BEGIN {marker}", f"# END {marker}"
+    if begin not in lines or end not in lines:
+        return []
+    return lines[lines.index(begin) + 1:lines.index(end)]
+
+
 class FilterModule:
     """Ansible's entry point: the filters by name."""
 
@@ -593,6 +650,13 @@ class FilterModule:
             "reasons_by_hosts": reasons_by_hosts,
             "fake_gpu_device_items": fake_gpu_device_items,
             "marked_block": marked_block,
+            "storage_host_mounts": storage_host_mounts,
+            "storage_unit_names": storage_unit_names,
+            "storage_start_units": storage_start_units,
+            "storage_stale_units": storage_stale_units,
+            "storage_unit_paths": storage_unit_paths,
+            "storage_fstab_paths": storage_fstab_paths,
+            "storage_fstab_block": storage_fstab_block,
             "found_in": found_in,
             "ib_hca_wanted": ib_hca_wanted,
             "ib_ports_missing": ib_ports_missing,

@@ -802,3 +802,49 @@ def test_health_config_text_is_the_host_s_nodes_out_of_the_document_as_plan_make
 def test_health_config_text_names_a_node_the_document_does_not_know() -> None:
     with pytest.raises(F.AnsibleFilterError, match="health_config_text: .* no node 'gpu03': render again"):
         F.health_config_text(json.dumps(HEALTH_DOCUMENT), ["gpu01", "gpu03"])
+
+
+# ---- storage_* (roles/storage_client) ---------------------------------------------------------
+
+STORAGE_MARKER = "cluster-cli storage.mounts"
+
+
+def _storage_mount(path: str, group: str, automount: bool = False) -> dict:
+    unit = path.strip("/").replace("/", "-") + ".mount"
+    return {"path": path, "hosts_group": group, "unit": unit,
+            "automount_unit": unit.replace(".mount", ".automount") if automount else "",
+            "fstab": f"n:{path} {path} nfs _netdev 0 0"}
+
+
+def test_storage_host_mounts_are_those_of_the_hosts_groups() -> None:
+    mounts = [_storage_mount("/home", "storage_mount_0"), _storage_mount("/data", "storage_mount_1")]
+    assert F.storage_host_mounts(mounts, ["cluster", "storage_mount_1"]) == [mounts[1]]
+    assert F.storage_host_mounts(mounts, ["cluster"]) == []
+
+
+def test_storage_units_and_the_unit_each_mount_is_started_by() -> None:
+    mounts = [_storage_mount("/home", "g"), _storage_mount("/data", "g", automount=True)]
+    assert F.storage_unit_names(mounts) == ["home.mount", "data.mount", "data.automount"]
+    assert F.storage_start_units(mounts) == ["home.mount", "data.automount"]
+
+
+def test_storage_stale_units_are_the_marked_ones_not_wanted() -> None:
+    found = ["/etc/systemd/system/home.mount", "/etc/systemd/system/old.mount", "/etc/systemd/system/old.automount"]
+    assert F.storage_stale_units(found, ["home.mount"]) == ["old.automount", "old.mount"]
+
+
+def test_storage_unit_paths_read_where_from_each_unit() -> None:
+    contents = {"/u/old.mount": "# x\n[Mount]\nWhere=/old\n", "/u/old.automount": "[Automount]\nWhere=/old\n",
+                "/u/bad.mount": "[Mount]\n", "/u/gone.mount": None}
+    assert F.storage_unit_paths(contents, ["old.mount", "old.automount", "bad.mount", "gone.mount"], "/u") == {
+        "/old": ["old.mount", "old.automount"]}
+
+
+def test_storage_fstab_block_keeps_the_lines_of_busy_mounts_only() -> None:
+    text = f"proc /proc proc defaults 0 0\n# BEGIN {STORAGE_MARKER}\nn:/a /a nfs x 0 0\nn:/b /b nfs x 0 0\n# END {STORAGE_MARKER}\n"
+    assert F.storage_fstab_paths(text, STORAGE_MARKER) == ["/a", "/b"]
+    assert F.storage_fstab_paths("proc /proc proc defaults 0 0\n", STORAGE_MARKER) == []
+    assert F.storage_fstab_paths(None, STORAGE_MARKER) == []
+    wanted = [_storage_mount("/c", "g")]
+    assert F.storage_fstab_block(wanted, ["/b"], text, STORAGE_MARKER) == "n:/c /c nfs _netdev 0 0\nn:/b /b nfs x 0 0"
+    assert F.storage_fstab_block(wanted, [], text, STORAGE_MARKER) == "n:/c /c nfs _netdev 0 0"

@@ -458,6 +458,7 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "slurm_exporter",
         "gpu_exporter",
         "sssd",
+        "storage_client",
     }
     assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
     assert children["sssd"] == {"hosts": {}}, "no directory: no SSSD anywhere"
