@@ -9,7 +9,7 @@ import yaml
 
 from cluster_cli.ansible.variables import cluster_variables, secret_variables
 from cluster_cli.cluster import Cluster
-from cluster_cli.site_directory import DirectoryFileError
+from cluster_cli.site_files import SiteFileError
 from cluster_cli.errors import ClusterCliError, RefusedError
 from cluster_cli.paths import default_secrets_dir
 from cluster_cli.render import NotABuildDirectory, RenderedFile, check_replaceable, render_configs, write_files
@@ -54,8 +54,8 @@ def write_build(cluster: Cluster, directory: Path, secrets_dir: Path, rotate_sta
         secret_vars = secret_variables(cluster, secrets)
     except InvalidSecret as error:
         raise ClusterCliError(f"{secrets.db_password_path}: {error}") from None
-    except DirectoryFileError as error:  # changed since validation (resolve/directory checks them first)
-        raise ClusterCliError(f"people.directory: {error}") from None
+    except SiteFileError as error:  # changed since validation (resolve/directory, resolve/alert_receivers check them first)
+        raise ClusterCliError(f"a file of the site's changed since validation: {error}") from None
     files.append(RenderedFile("ansible/inventory.yml", render_ansible_inventory(cluster)))
     files.append(RenderedFile("ansible/cluster_vars.yml", _yaml(cluster_variables(cluster, directory, secrets))))
     files.append(RenderedFile("ansible/secret_vars.yml", _yaml(secret_vars), mode=0o600, secret=True))

@@ -23,6 +23,7 @@ from cluster_cli.resolve.nodes import SlurmNode, resolve_nodes
 from cluster_cli.resolve.overrides import check_overrides
 from cluster_cli.resolve.partitions import PartitionNodes, resolve_partitions
 from cluster_cli.resolve.people import check_people
+from cluster_cli.resolve.alert_receivers import check_alert_receivers
 from cluster_cli.resolve.directory import check_directory
 from cluster_cli.resolve.storage import check_storage
 from cluster_cli.resolve.problems import Problems
@@ -127,6 +128,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_accounting(inventory, problems)
     check_people(inventory, problems)
     check_directory(inventory, problems)
+    check_alert_receivers(inventory, problems)
     check_storage(inventory, hosts, problems)
     problems.raise_if_any()
     return Cluster(inventory, file, nodes, hosts, partitions)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.render.alertmanager_conf import ALERTMANAGER_CONFIG
 from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, host_health_path
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import (
@@ -111,8 +112,8 @@ def _mount_unit_files(cluster: Cluster, mounts: Sequence[int], checksums: dict[s
 
 
 def _monitoring_files(cluster: Cluster, host: ManagedHost, checksums: dict[str, str]) -> list[HostFile]:
-    """roles/prometheus: its configuration, the alert rules and the console pages on the monitoring
-    host; roles/slurm_exporter and roles/gpu_exporter: the exporters' modules on the primary
+    """roles/prometheus: its configuration, the alert rules, the console pages and Alertmanager's
+    configuration (a secret: the webhook URLs) on the monitoring host; roles/slurm_exporter and roles/gpu_exporter: the exporters' modules on the primary
     controller and on each host whose GPUs NVML reads."""
     if cluster.inventory.monitoring.host is None:
         return []
@@ -123,6 +124,9 @@ def _monitoring_files(cluster: Cluster, host: ManagedHost, checksums: dict[str, 
             files.append(HostFile(f"{PROMETHEUS_DIR}/{name}", source, checksums.get(source)))
         files += [HostFile(f"{PROMETHEUS_DIR}/consoles/{source.removeprefix(CONSOLES_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(CONSOLES_PREFIX)]
+        if ALERTMANAGER_CONFIG in checksums:  # with receivers only; else Debian's file is the site's
+            files.append(HostFile(f"{PROMETHEUS_DIR}/alertmanager.yml", ALERTMANAGER_CONFIG, checksums[ALERTMANAGER_CONFIG],
+                                  secret=True))
     if host.name == cluster.inventory.controllers.primary or host.has_nvml_gpus:
         files += [HostFile(f"{EXPORTER_DIR}/{source.removeprefix(EXPORTER_PREFIX)}", source, sha256)
                   for source, sha256 in checksums.items() if source.startswith(EXPORTER_PREFIX)]

@@ -1213,6 +1213,34 @@ class MonitoringPorts(StrictModel):
     gpu: Port = Field(9445, description="The GPU exporter's port, on every host with GPUs NVML reads (not fake ones).")
 
 
+SMARTHOST_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.-]*:[0-9]{1,5}$"
+EMAIL_PATTERN = r"^[^@\s,]+@[A-Za-z0-9][A-Za-z0-9.-]*$"
+
+
+class AlertReceivers(StrictModel):
+    """Where Alertmanager sends the alerts that fire (every alert to every receiver, grouped by alert
+    name): webhooks, whose URLs may carry a token and are kept in files of the control node, and
+    e-mail through the site's mail relay."""
+
+    webhook_url_files: list[str] = Field(
+        default_factory=new_list,
+        description=(
+            "Files on the control node, each holding one webhook URL on one line (your own file, chmod 600: "
+            "a chat or paging service's URL is a credential); Alertmanager POSTs each alert group there."
+        ),
+    )
+    email: list[Annotated[str, Field(pattern=EMAIL_PATTERN)]] = Field(
+        default_factory=new_list, description="Addresses that get each alert group by e-mail (needs `smtp_smarthost`)."
+    )
+    smtp_smarthost: Annotated[str, Field(pattern=SMARTHOST_PATTERN)] | None = Field(
+        None, description="The site's mail relay as `HOST:PORT`; it takes mail from the monitoring host without a login."
+    )
+    smtp_from: Annotated[str, Field(pattern=EMAIL_PATTERN)] | None = Field(
+        None, description="The sender address of the alert mails (required with `email`)."
+    )
+    smtp_require_tls: bool = Field(True, description="Send mail only over STARTTLS.")
+
+
 class Monitoring(StrictModel):
     """Prometheus on one host, scraping node_exporter on every cluster host, the Slurm exporter on
     the primary controller and the GPU exporter on every host with GPUs NVML reads, with the
@@ -1230,7 +1258,14 @@ class Monitoring(StrictModel):
         30, ge=5, le=300, description="Seconds between scrapes, and between evaluations of the alert rules."
     )
     alertmanager: bool = Field(
-        False, description="Also run Alertmanager on the monitoring host (its receivers are the site's to add)."
+        False,
+        description=(
+            "Also run Alertmanager on the monitoring host: with `receivers` it delivers the alerts there; "
+            "without, Debian's own /etc/prometheus/alertmanager.yml stays (the site's receivers)."
+        ),
+    )
+    receivers: AlertReceivers | None = Field(
+        None, description="Where Alertmanager sends the alerts (needs `alertmanager: true`); docs/monitoring.md."
     )
     ports: MonitoringPorts = Field(default_factory=MonitoringPorts, description="The daemons' ports.")
     alert_for: dict[Annotated[str, AfterValidator(check_alert_name)], Annotated[str, AfterValidator(check_duration)]] = Field(

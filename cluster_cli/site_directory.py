@@ -1,5 +1,5 @@
 """The site's LDAP directory (inventory: people.directory) as the SSSD client of every host sees
-it: which files of the control node it needs, read and checked here once; render/sssd_conf writes
+it: which files of the control node it needs, read and checked once (site_files); render/sssd_conf writes
 the configuration, roles/sssd installs it.
 
 The bind password is a site secret, not one cluster-cli generates: it is read from a file the
@@ -9,15 +9,13 @@ and is never shown.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from cluster_cli.model import Directory, Inventory
 from cluster_cli.paths import default_secrets_dir
+from cluster_cli.site_files import read_private_line
 
 BIND_PASSWORD_FILE = "ldap_bind_password"
-PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
 # The keys of sssd.conf's domain section that the fields of people.directory set: `options` may
 # not set them (render/sssd_conf writes them).
 MANAGED_KEYS = frozenset({
@@ -25,10 +23,6 @@ MANAGED_KEYS = frozenset({
     "ldap_tls_reqcert", "ldap_tls_cacert", "ldap_default_bind_dn", "ldap_default_authtok",
     "ldap_default_authtok_type", "min_id", "max_id",
 })
-
-
-class DirectoryFileError(ValueError):
-    """A control-node file the directory needs is missing, unsafe or not what it should be."""
 
 
 def uses_tls(directory: Directory) -> bool:
@@ -54,31 +48,5 @@ def bind_password_path(inventory: Inventory) -> Path | None:
 
 
 def read_bind_password(path: Path) -> str:
-    """The password of ``path``, which must be a regular file of this user, unreadable by others."""
-    try:
-        status = path.lstat()
-    except FileNotFoundError:
-        raise DirectoryFileError(f"{path} does not exist: put the bind password there (one line, chmod 600)") from None
-    if not stat.S_ISREG(status.st_mode):
-        raise DirectoryFileError(f"{path} is not a regular file (a symbolic link or something else)")
-    if status.st_uid != os.getuid():
-        raise DirectoryFileError(f"{path} is owned by uid {status.st_uid}, not by this user ({os.getuid()})")
-    if stat.S_IMODE(status.st_mode) & 0o077:
-        raise DirectoryFileError(f"{path} is readable by others (mode {stat.S_IMODE(status.st_mode):04o}): chmod 600 it")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if len(lines) != 1 or not lines[0] or not lines[0].isprintable():
-        raise DirectoryFileError(f"{path} must hold the password on one line, without control characters")
-    return lines[0]
-
-
-def read_ca(path: Path) -> str:
-    """The PEM certificates of ``path``."""
-    try:
-        text = path.expanduser().read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise DirectoryFileError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DirectoryFileError(f"{path} cannot be read as a PEM file: {error}") from None
-    if PEM_CERTIFICATE not in text:
-        raise DirectoryFileError(f"{path} holds no PEM certificate ({PEM_CERTIFICATE})")
-    return text
+    """The bind password of ``path`` (site_files.read_private_line's checks)."""
+    return read_private_line(path, "the bind password")

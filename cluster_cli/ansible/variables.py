@@ -15,6 +15,7 @@ from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Nccl, PackageMirror
 from cluster_cli.render import SLURM_BUILD_DIR
+from cluster_cli.render.alertmanager_conf import ALERTMANAGER_CONFIG
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
@@ -90,6 +91,9 @@ def monitoring_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
         "prometheus_retention": monitoring.retention,
         "prometheus_alertmanager": monitoring.alertmanager,
         "prometheus_alertmanager_port": ports.alertmanager,
+        # Alertmanager's configuration with the inventory's receivers (a secret file); "": Debian's own
+        "prometheus_alertmanager_config_src": (str(build_dir / ALERTMANAGER_CONFIG)
+                                               if monitoring.alertmanager and monitoring.receivers else ""),
     }
 
 

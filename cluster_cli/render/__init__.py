@@ -15,6 +15,7 @@ from cluster_cli.render.dashboards import render_dashboards
 from cluster_cli.render.gres_conf import render_gres_conf
 from cluster_cli.render.health_conf import render_health_document
 from cluster_cli.render.job_templates import render_job_templates
+from cluster_cli.render.alertmanager_conf import ALERTMANAGER_CONFIG, render_alertmanager_conf
 from cluster_cli.render.monitoring import render_monitoring
 from cluster_cli.render.nccl_conf import render_nccl_conf
 from cluster_cli.render.slurm_conf import render_slurm_conf
@@ -35,7 +36,7 @@ class RenderedFile:
 def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFile]:
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
     cluster's Prometheus and its dashboards, Prometheus' configuration and the Slurm exporter's code
-    where the inventory has a monitoring host, sssd.conf and its CA where it has a directory, the mount
+    where the inventory has a monitoring host (and Alertmanager's, a secret, with receivers), sssd.conf and its CA where it has a directory, the mount
     units where it has storage, the job
     templates where there are login hosts;
     slurmdbd.conf only with accounting."""
@@ -58,6 +59,9 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     topology = render_topology_conf(cluster)
     if topology is not None:
         files.append(RenderedFile("slurm/topology.conf", topology))
+    alertmanager = render_alertmanager_conf(cluster)
+    if alertmanager is not None:
+        files.append(RenderedFile(ALERTMANAGER_CONFIG, alertmanager, mode=0o600, secret=True))
     if db_password is not None:
         slurmdbd = render_slurmdbd_conf(cluster, db_password)
         if slurmdbd is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster
-from cluster_cli.site_directory import read_ca
+from cluster_cli.site_files import read_ca
 from cluster_cli.model import Directory
 from cluster_cli.render.common import format_value, header, merge
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster_cli.site_directory import MANAGED_KEYS, DirectoryFileError, bind_password_path, clear_text_uris, read_bind_password, read_ca, uses_tls
+from cluster_cli.site_directory import MANAGED_KEYS, bind_password_path, clear_text_uris, read_bind_password, uses_tls
+from cluster_cli.site_files import SiteFileError, read_ca
 from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.people import primary_group
@@ -45,7 +46,7 @@ def check_directory(inventory: Inventory, problems: Problems) -> None:
 def _check_file(problems: Problems, at: Location, read: Callable[[], str]) -> None:
     try:
         read()
-    except DirectoryFileError as error:
+    except SiteFileError as error:
         problems.add(at, str(error))
 
 

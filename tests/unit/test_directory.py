@@ -100,7 +100,7 @@ def test_refused_at_their_lines(site: Path) -> None:
     ])
     two = directory(site).replace(f"{site}/bind", f"{site}/two")
     assert problems(two) == expected_problems(two, [
-        ("/two", "people.directory.bind_password_file", f"{site}/two must hold the password on one line, without control characters"),
+        ("/two", "people.directory.bind_password_file", f"{site}/two must hold the bind password on one line, without control characters"),
     ])
     insecure = directory(site, "    start_tls: false\n    insecure: true\n").replace("ldaps://ldap2.example.test:636", "ldap://ldap2")
     assert problems(insecure) == []

@@ -52,6 +52,8 @@ def test_a_node_name_with_a_trailing_newline_is_refused() -> None:
 
 # a value that matches, for every Field(pattern=...) of the model
 PATTERN_SAMPLES = {
+    r"^[A-Za-z0-9][A-Za-z0-9.-]*:[0-9]{1,5}$": "mail.example.org:587",
+    r"^[^@\s,]+@[A-Za-z0-9][A-Za-z0-9.-]*$": "oncall@example.org",
     r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$": "gpu-1",
     r"^[a-z][a-z0-9_-]{0,39}$": "test",
     r"^[a-z0-9_][a-z0-9_.-]{0,63}$": "team-a",
