@@ -23,6 +23,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster, SlurmNode
 from cluster_cli.health_expectations import HEALTH_REASON_PREFIX, HostHealthTexts
 from cluster_cli.render.common import json_string, json_text
+from cluster_cli.shared_storage import mounts_by_host
 
 # Where roles/slurmd installs the checker and its configuration (slurmd passes the program no
 # arguments, so the checker's default config path is this one; a unit test holds them equal).
@@ -39,15 +40,19 @@ def _check_settings(cluster: Cluster) -> dict[str, Any]:
     return {"reason_prefix": HEALTH_REASON_PREFIX, "min_free_mb": settings.min_free_mb, "mounts": list(settings.mounts)}
 
 
-def _kind_expectations(node: SlurmNode) -> dict[str, Any]:
-    """What a node expects that is the same for the nodes of its kind (its group's, mostly devices)."""
+def _kind_expectations(node: SlurmNode, mounts: tuple[str, ...]) -> dict[str, Any]:
+    """What a node expects that is the same for the nodes of its kind (its group's, mostly devices,
+    and its host's shared mounts: storage.mounts)."""
     group = node.group
-    return {
+    expected: dict[str, Any] = {
         "cpus": group.cpus or group.sockets * group.cores_per_socket * group.threads_per_core,
         "real_memory_mb": group.real_memory_mb,
         "gpus": group.gpus.count if group.gpus else 0,
         "gpu_devices": list(node.gpu_devices),
     }
+    if mounts:
+        expected["mounts"] = list(mounts)
+    return expected
 
 
 def health_document(cluster: Cluster) -> dict[str, Any] | None:
@@ -56,16 +61,17 @@ def health_document(cluster: Cluster) -> dict[str, Any] | None:
     if not cluster.inventory.health_check.enabled:
         return None
     paths = cluster.inventory.slurm.paths
-    kinds: dict[tuple[int, tuple[str, ...]], int] = {}
-    examples: list[SlurmNode] = []
+    kinds: dict[tuple[int, tuple[str, ...], tuple[str, ...]], int] = {}
+    examples: list[tuple[SlurmNode, tuple[str, ...]]] = []
     node_kinds: dict[str, int] = {}
+    mounts = _shared_mounts(cluster)
     for host in cluster.hosts.values():
         for node in host.slurmd_nodes:
-            key = (id(node.group), node.gpu_devices)
+            key = (id(node.group), node.gpu_devices, mounts[host.name])
             kind = kinds.get(key)
             if kind is None:
                 kind = kinds[key] = len(examples)
-                examples.append(node)
+                examples.append((node, mounts[host.name]))
             node_kinds[node.name] = kind
     return {
         "check": _check_settings(cluster),
@@ -73,9 +79,17 @@ def health_document(cluster: Cluster) -> dict[str, Any] | None:
         "configless": cluster.inventory.slurm.configless,
         "spool_dir": paths.spool_dir,
         "work_dir": cluster.inventory.training.work_dir,
-        "kinds": [_kind_expectations(node) for node in examples],
+        "kinds": [_kind_expectations(node, node_mounts) for node, node_mounts in examples],
         "nodes": node_kinds,
     }
+
+
+def _shared_mounts(cluster: Cluster) -> dict[str, tuple[str, ...]]:
+    """Each host's storage.mounts paths (shared_storage decides which host mounts which)."""
+    storage = cluster.inventory.storage
+    by_host = mounts_by_host(cluster.inventory, cluster.hosts)
+    return {name: tuple(storage.mounts[index].path for index in indexes) if storage else ()
+            for name, indexes in by_host.items()}
 
 
 def render_health_document(cluster: Cluster) -> dict[str, str]:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from types import ModuleType
@@ -208,6 +209,41 @@ def test_low_free_space_and_a_missing_mount_fail(host: Host) -> None:
     assert [line.split(":")[0] for line in result["evidence"]] == [f"disk {host.root / 'spool'}", f"mount {host.root / 'spool'} not mounted"]
     assert result["action"] == "would drain"
     assert host.calls() == []
+
+
+def _fake_stat(host: Host, body: str) -> None:
+    path = host.bin / "stat"
+    path.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    path.chmod(0o755)
+
+
+def test_a_mount_that_answers_passes_and_one_that_hangs_is_reported_in_time(host: Host) -> None:
+    """/proc is a mount point everywhere. A stat that never answers (a hard NFS mount whose server is
+    gone) is emulated by a stand-in whose own child keeps its stderr open: the checker must neither
+    wait for it nor read from it, and still gives its verdict."""
+    host.config["nodes"]["gpu1"]["mounts"] = ["/proc"]
+    assert json.loads(host.run("--no-act", "--json").stdout)["nodes"][0]["passed"]
+    _fake_stat(host, "sleep 120 &\nwait")
+    started = time.monotonic()
+    result = json.loads(host.run("--no-act", "--json").stdout)["nodes"][0]
+    seconds = time.monotonic() - started
+    [line] = result["evidence"]
+    assert line.startswith("mount /proc does not answer: stat stuck over 5 s (pid "), line
+    assert result["action"] == "would drain" and seconds < 30, seconds
+
+
+def test_a_stale_mount_is_evidence_with_the_error(host: Host) -> None:
+    host.config["mounts"] = ["/proc"]
+    _fake_stat(host, "echo \"stat: cannot statx '$3': Stale file handle\" >&2\nexit 1")
+    result = json.loads(host.run("--no-act", "--json").stdout)["nodes"][0]
+    assert result["evidence"] == ["mount /proc: stat: cannot statx '/proc': Stale file handle"]
+
+
+def test_mount_points_are_read_from_the_kernels_table_with_escapes(tmp_path: Path) -> None:
+    table = tmp_path / "mountinfo"
+    table.write_text("22 1 0:21 / /proc rw - proc proc rw\n"
+                     "40 22 0:35 / /shared\\040work rw - fuse.sshfs ctl:/x rw\n", encoding="utf-8")
+    assert load_script().mount_points(str(table)) == {"/proc", "/shared work"}
 
 
 def test_a_directory_not_made_yet_is_checked_on_the_file_system_it_will_be_on(host: Host) -> None:

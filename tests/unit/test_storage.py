@@ -19,6 +19,7 @@ from cluster_cli.host_files import files_by_host
 from cluster_cli.plan import Impact, stale_mount_changes
 from cluster_cli.probe import HostProbe, agent
 from cluster_cli.render.ansible_inventory import inventory_document
+from cluster_cli.render.health_conf import health_document
 from cluster_cli.render.mount_units import escape_path, unescape_path, fstab_line, render_mount_units
 from cluster_cli.shared_storage import mount_options
 
@@ -291,3 +292,14 @@ def test_systemd_itself_accepts_every_unit(tmp_path: Path) -> None:
     done = subprocess.run(["systemd-analyze", "verify", "--man=no", *names], capture_output=True, text=True, check=False,
                           timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_health_check_expects_each_compute_hosts_own_mounts() -> None:
+    """BASE's gpu1-4 run the gpu group's nodes, box runs dev1-2: /shared/work-1 is the gpu group's
+    (and login's), /home and /data every compute host's."""
+    document = health_document(load(storage()))
+    assert document is not None
+    mounts = {node: document["kinds"][kind].get("mounts") for node, kind in document["nodes"].items()}
+    assert mounts["gpu1"] == mounts["gpu4"] == ["/home", "/shared/work-1", "/data"]
+    assert mounts["dev1"] == ["/home", "/data"]
+    assert "mounts" not in health_document(load(BASE))["kinds"][0]  # type: ignore[index]
