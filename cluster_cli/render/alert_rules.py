@@ -1,6 +1,6 @@
 """Prometheus alert rules for the cluster's metrics (docs/monitoring.md#alert-rules), rendered from
 the inventory where a rule needs its facts: SlurmUser (whose drains are Slurm's own), whether
-slurmdbd runs, the mounts every compute host must have, the `for` windows (alert_windows). The metrics are the two exporters'
+slurmdbd runs, the mounts every compute host must have (and each shared mount, its hosts), the `for` windows (alert_windows). The metrics are the two exporters'
 (cluster_cli/exporters) and node_exporter's; compute hosts are scraped with the target label
 ``cluster_role="compute"``. Tested with ``promtool test rules`` (tests/unit/test_alert_rules.py)."""
 
@@ -11,6 +11,7 @@ from typing import Any
 from cluster_cli.alert_windows import window
 from cluster_cli.cluster import Cluster
 from cluster_cli.render.common import json_text
+from cluster_cli.shared_storage import mounts_by_host
 
 #: The health check's drain reasons start so (roles/health_check): never an admin's.
 HEALTH_REASON = "cluster-cli health:"
@@ -62,14 +63,30 @@ def alert_rules(cluster: Cluster) -> dict[str, Any]:
     if inventory.accounting.enabled:
         rules.insert(1, _rule("SlurmdbdDown", "cluster_slurm_slurmdbd_up == 0", windows, "critical",
                               f"slurmdbd has not answered for {_spoken(window('SlurmdbdDown', windows))}: jobs are not recorded"))
-    for mount in inventory.health_check.mounts:
-        rules.append(_rule(
-            "SharedMountMissing",
-            f'count by (instance) (node_uname_info{{cluster_role="compute"}}) unless on(instance) '
-            f'count by (instance) (node_filesystem_size_bytes{{mountpoint="{mount}"}})',
-            windows, "critical", f"{{{{ $labels.instance }}}} has no {mount} mounted",
-        ))
+    rules += [_rule(
+        "SharedMountMissing",
+        f'count by (instance) (node_uname_info{{{selector}}}) unless on(instance) '
+        f'count by (instance) (node_filesystem_size_bytes{{mountpoint="{mount}"}})',
+        windows, "critical", f"{{{{ $labels.instance }}}} has no {mount} mounted",
+    ) for mount, selector in _mount_selectors(cluster).items()]
     return {"groups": [{"name": f"cluster-cli-{cluster.name}", "rules": rules}]}
+
+
+def _mount_selectors(cluster: Cluster) -> dict[str, str]:
+    """Each mount path and the node_exporter series of the hosts that must have it: every compute
+    host for health_check.mounts; for a storage.mounts path, the hosts that mount it, by their
+    scrape targets (a regular expression of them, its dots escaped for PromQL's string and RE2)."""
+    selectors = {mount: 'cluster_role="compute"' for mount in cluster.inventory.health_check.mounts}
+    storage = cluster.inventory.storage
+    if storage is None:
+        return selectors
+    port = cluster.inventory.monitoring.ports.node
+    by_host = mounts_by_host(cluster.inventory, cluster.hosts)
+    for index, mount in enumerate(storage.mounts):
+        targets = [f"{cluster.hosts[name].address}:{port}" for name, indexes in by_host.items() if index in indexes]
+        if mount.path not in selectors and targets:
+            selectors[mount.path] = 'instance=~"' + "|".join(target.replace(".", "\\\\.") for target in targets) + '"'
+    return selectors
 
 
 def render_alert_rules(cluster: Cluster) -> str:

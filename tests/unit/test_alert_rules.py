@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from unit_helpers import BASE
+
 from cluster_cli.loader import load_cluster_text
 from cluster_cli.render.alert_rules import alert_rules, render_alert_rules
 
@@ -146,6 +148,22 @@ def test_a_compute_host_without_the_shared_mount_fires(rules: Path, tmp_path: Pa
     ], [_fires("SharedMountMissing", "6m", {"instance": "gpu2"}, "critical", "gpu2 has no /shared mounted")])
 
 
+def test_a_host_without_a_shared_mount_it_should_have_fires_and_hosts_that_do_not_mount_it_stay_quiet(
+    tmp_path: Path,
+) -> None:
+    """storage.mounts: /data on the gpu group's hosts only, selected by their scrape targets."""
+    text = INVENTORY.replace("health_check: {mounts: [/shared]}\n", "")
+    text += "storage:\n  mounts:\n    - {source: 'fs1:/export/data', path: /data, hosts: [gpu]}\n"
+    rules = tmp_path / "rules.yml"
+    rules.write_text(render_alert_rules(load_cluster_text(text, "alerts.yaml")))
+    _test(rules, tmp_path, [
+        {"series": 'node_uname_info{instance="gpu1:9100",cluster_role="compute"}', "values": "1x6"},
+        {"series": 'node_uname_info{instance="gpu2:9100",cluster_role="compute"}', "values": "1x6"},
+        {"series": 'node_uname_info{instance="ctl:9100",cluster_role="controller"}', "values": "1x6"},
+        {"series": 'node_filesystem_size_bytes{instance="gpu1:9100",mountpoint="/data"}', "values": "1e12x6"},
+    ], [_fires("SharedMountMissing", "6m", {"instance": "gpu2:9100"}, "critical", "gpu2:9100 has no /data mounted")])
+
+
 def test_a_file_system_almost_full_fires(rules: Path, tmp_path: Path) -> None:
     labels = 'instance="gpu1",mountpoint="/",fstype="ext4"'
     _test(rules, tmp_path, [
@@ -173,3 +191,16 @@ def test_the_inventory_shortens_a_window_and_the_alert_fires_after_it(tmp_path: 
     short.write_text(render_alert_rules(cluster))
     _test(short, tmp_path, [{"series": 'cluster_slurm_nodes{partition="gpu",state="down"}', "values": "1x3"}],
           [_quiet("SlurmNodesDown", "0m"), _fires("SlurmNodesDown", "2m", {"state": "down"}, "critical", "1 node(s) down")])
+
+
+def test_a_shared_mounts_hosts_are_matched_by_their_targets_with_the_dots_escaped(tmp_path: Path) -> None:
+    text = BASE + "storage:\n  mounts:\n    - {source: 'fs1:/export/data', path: /data, hosts: [gpu]}\n"
+    rendered = render_alert_rules(load_cluster_text(text, "alerts.yaml"))
+    [expr] = [rule["expr"] for rule in json.loads(rendered)["groups"][0]["rules"] if rule["alert"] == "SharedMountMissing"]
+    assert 'node_uname_info{instance=~"10\\\\.0\\\\.1\\\\.1:9100|10\\\\.0\\\\.1\\\\.2:9100|' in expr, expr
+    rules = tmp_path / "rules.yml"
+    rules.write_text(rendered)
+    _test(rules, tmp_path, [
+        {"series": 'node_uname_info{instance="10.0.1.1:9100",cluster_role="compute"}', "values": "1x6"},
+        {"series": 'node_uname_info{instance="10x0.1.1:9100",cluster_role="compute"}', "values": "1x6"},
+    ], [_fires("SharedMountMissing", "6m", {"instance": "10.0.1.1:9100"}, "critical", "10.0.1.1:9100 has no /data mounted")])
