@@ -1239,6 +1239,12 @@ class AlertReceivers(StrictModel):
         None, description="The sender address of the alert mails (required with `email`)."
     )
     smtp_require_tls: bool = Field(True, description="Send mail only over STARTTLS.")
+    group_wait: Annotated[str, AfterValidator(check_duration)] = Field(
+        "30s", description="How long Alertmanager gathers alerts into a group before the first notice (`group_wait`)."
+    )
+    repeat_interval: Annotated[str, AfterValidator(check_duration)] = Field(
+        "4h", description="How often a group that keeps firing is sent again (`repeat_interval`)."
+    )
 
 
 class Monitoring(StrictModel):

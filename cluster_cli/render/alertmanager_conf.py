@@ -15,9 +15,8 @@ from cluster_cli.site_files import read_webhook_url
 
 ALERTMANAGER_CONFIG = "monitoring/alertmanager.yml"
 RECEIVER = "cluster-cli"
-# Alertmanager's own defaults for group_wait, group_interval and repeat_interval, written out so
-# that the file says when a receiver hears again about an alert that keeps firing.
-ROUTE_TIMES = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
+# Alertmanager's own default, written out: a changed group is sent again after it.
+GROUP_INTERVAL = "5m"
 
 
 def alertmanager_config(cluster: Cluster, receivers: AlertReceivers) -> dict[str, Any]:
@@ -28,7 +27,8 @@ def alertmanager_config(cluster: Cluster, receivers: AlertReceivers) -> dict[str
     if receivers.email:
         receiver["email_configs"] = [{"to": address, "send_resolved": True} for address in receivers.email]
     config: dict[str, Any] = {
-        "route": {"receiver": RECEIVER, "group_by": ["alertname", "cluster"], **ROUTE_TIMES},
+        "route": {"receiver": RECEIVER, "group_by": ["alertname", "cluster"], "group_wait": receivers.group_wait,
+                  "group_interval": GROUP_INTERVAL, "repeat_interval": receivers.repeat_interval},
         "receivers": [receiver],
     }
     if receivers.email:
