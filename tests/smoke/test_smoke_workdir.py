@@ -146,6 +146,21 @@ def test_a_new_directory_swapped_for_another_directory_is_not_chowned(
     assert _snapshot(moved) == (0, 0, 0o700, ["inside"])
 
 
+def test_a_new_directory_the_file_system_stores_as_the_user_is_taken(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sshfs stores every file as its login's account, NFS with all_squash as one account: root's
+    new run directory comes out the user's. Still empty and 0700, it is the one just made."""
+
+    def as_the_user(name: str, dir_fd: int) -> None:
+        os.chown(name, NOBODY.uid, NOBODY.gid, dir_fd=dir_fd)
+
+    _swap_after_mkdir(monkeypatch, as_the_user)
+    suite._open_run_dir(bed["work"], "run-1", NOBODY).close()
+    made = (bed["work"] / "run-1").stat()
+    assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (NOBODY.uid, 0o755)
+
+
 @pytest.fixture
 def ctx(bed: dict[str, Path]) -> Iterator[CheckContext]:
     run_home = suite._open_run_dir(bed["work"], "run-1", NOBODY)
