@@ -39,8 +39,10 @@ DEFAULT_OPTIONS: dict[str, tuple[str, ...]] = {
     # allow_other: every user sees the files, not only root who mounted them; default_permissions:
     # the kernel checks each user's access by the files' modes (without it, sshfs lets every user
     # do what the SSH login may). reconnect and the keep-alives ride out a dropped connection.
+    # dir_cache=no: sshfs otherwise keeps a listed directory's attributes for 20 s, and a file another
+    # node rewrote in that time is read cut to its old size (seen on the test bed: "b2-" for "b2-much-longer").
     "fuse.sshfs": (*NETWORK_DEFAULTS, "allow_other", "default_permissions", "reconnect",
-                   "ServerAliveInterval=15", "ServerAliveCountMax=3"),
+                   "ServerAliveInterval=15", "ServerAliveCountMax=3", "dir_cache=no"),
 }
 # The units' [Install] target: a network file system is wanted by remote-fs.target.
 REMOTE_FS_TARGET = "remote-fs.target"

@@ -64,7 +64,7 @@ def planned_state(cfg: TestbedConfig, run_dir: Path, bridge_address: str, addres
         "mirror": str(cfg.mirror) if cfg.mirror else None,
         "apt_sources": cfg.apt_sources,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "hosts": [HostState.planned(cfg.name, h, i, addresses[i], run_dir, cfg.shared)
+        "hosts": [HostState.planned(cfg.name, h, i, addresses[i], run_dir, cfg.shared, fuse=h in cfg.fuse)
                   for i, h in enumerate(cfg.hosts)],
         "timings": timings,
     }

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--shared", action="append", default=[], metavar="DST[=HOST,...]",
                     help="a directory shared read-write at DST by the listed hosts (default every "
                     "host), like an NFS export; kept under the run dir until down")
+    up.add_argument("--fuse", action="append", default=[], metavar="HOST[,HOST...]",
+                    help="bind the control node's /dev/fuse into these hosts (FUSE mounts, e.g. sshfs)")
     up.add_argument("--apt-sources", choices=APT_SOURCES, default="mirror",
                     help="'mirror': the bound mirror is the hosts' only apt source and pip index; "
                     "'none': no source, the deploy's package_mirror must set it (default mirror)")
@@ -136,7 +138,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         cfg = TestbedConfig(hosts=hosts, name=args.name, release=args.release,
                             subnet=args.subnet, cache_dir=args.cache_dir, run_dir=args.run_dir,
                             mirror=mirror, copy_mode=args.copy_mode, binds_ro=binds,
-                            shared=shared, apt_sources=args.apt_sources)
+                            shared=shared, apt_sources=args.apt_sources,
+                            fuse=parse_fuse(args.fuse))
         state = tb.up(cfg)
         if args.json:
             print(json.dumps(state, indent=2))
@@ -177,6 +180,11 @@ def parse_shared(spec: str) -> tuple[str, list[str] | None]:
     if sep and not names:
         raise TestbedError(f"--shared {spec}: no host names after '='")
     return dst, names if sep else None
+
+
+def parse_fuse(specs: list[str]) -> list[str]:
+    """``["login", "c1,c2"]`` (each --fuse) -> ``["login", "c1", "c2"]``."""
+    return [name.strip() for spec in specs for name in spec.split(",") if name.strip()]
 
 
 def _print_status(st: dict) -> None:

@@ -47,6 +47,9 @@ class TestbedConfig:
     # Directories shared read-write by some hosts, like an NFS export: (path inside the hosts,
     # host names or None for every host). Made under RUN_DIR/shared/, removed by down.
     shared: list[tuple[str, list[str] | None]] = field(default_factory=list)
+    # Hosts given the control node's /dev/fuse (bound in), so that they can mount FUSE file
+    # systems such as sshfs; none by default.
+    fuse: list[str] = field(default_factory=list)
     # "mirror": the hosts' only apt source (and pip's only index) is the bound mirror, as if
     # installed from it; "none": no source at all, the mirror is only bound at /mirror (the
     # deploy's package_mirror must point the hosts at it).
@@ -76,6 +79,11 @@ class TestbedConfig:
             unknown = sorted(set(hosts or []) - set(self.hosts))
             if unknown:
                 raise TestbedError(f"shared directory {dst}: unknown hosts {', '.join(unknown)}")
+        unknown_fuse = sorted(set(self.fuse) - set(self.hosts))
+        if unknown_fuse:
+            raise TestbedError(f"/dev/fuse for unknown hosts {', '.join(unknown_fuse)}")
+        if self.fuse and not Path("/dev/fuse").exists():
+            raise TestbedError("/dev/fuse is asked for but this machine has none (modprobe fuse)")
         if len({dst for dst, _ in self.shared}) != len(self.shared):
             raise TestbedError("a shared directory is given twice")
         if self.mirror is not None and not (self.mirror / "Packages").exists():

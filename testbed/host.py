@@ -217,7 +217,7 @@ class Running:
 
 def nspawn_argv(
     machine: str, hostname: str, root: Path, netns: str, binds_ro: list[tuple[Path, str]],
-    binds_rw: list[tuple[Path, str]] | None = None,
+    binds_rw: list[tuple[Path, str]] | None = None, fuse: bool = False,
 ) -> list[str]:
     # nspawn is started inside the host's network namespace as well as told
     # to use it: with --network-namespace-path alone the container's /sys is
@@ -243,6 +243,10 @@ def nspawn_argv(
         argv.append(f"--bind-ro={src}:{dst}")
     for src, dst in binds_rw or []:
         argv.append(f"--bind={src}:{dst}")
+    if fuse:
+        # the device node only: with --keep-unit and --register=no nspawn makes no scope and sets no
+        # device cgroup rules, so the bound node is usable as it is (sshfs mounts inside).
+        argv.append("--bind=/dev/fuse")
     return argv
 
 
@@ -256,10 +260,11 @@ def boot(
     cgroup_dirs: list[Path],
     timeout: float = 30.0,
     binds_rw: list[tuple[Path, str]] | None = None,
+    fuse: bool = False,
 ) -> Running:
     """Start systemd-nspawn in its own session and cgroups, its console to
     ``console_log``; return once the container's PID 1 exists."""
-    argv = nspawn_argv(machine, name, root, netns, binds_ro, binds_rw)
+    argv = nspawn_argv(machine, name, root, netns, binds_ro, binds_rw, fuse)
     cgroups.create(cgroup_dirs)
     with open(console_log, "ab") as out:
         proc = subprocess.Popen(

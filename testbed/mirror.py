@@ -80,6 +80,9 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     "sssd-tools",
     "libnss-sss",
     "libpam-sss",
+    # roles/storage_client's fuse.sshfs client (the default scenario's storage.mounts with
+    # CLUSTER_TB_STORAGE=1): always in the list, like the directory's packages
+    "sshfs",
 )
 
 

@@ -52,11 +52,12 @@ class HostState:
     root: Path
     console_log: Path
     binds_rw: list[tuple[Path, str]]  # (shared directory on the control node, path in the host)
+    fuse: bool = False  # the control node's /dev/fuse is bound in
     running: Running | None = None  # the nspawn and container init processes while booted
 
     @classmethod
     def planned(cls, bed: str, name: str, index: int, address: str, run_dir: Path,
-                shared: list[tuple[str, list[str] | None]]) -> HostState:
+                shared: list[tuple[str, list[str] | None]], fuse: bool = False) -> HostState:
         """Host ``name`` of bed ``bed`` in ``run_dir`` before anything is made for it."""
         return cls(
             name=name,
@@ -71,12 +72,13 @@ class HostState:
             console_log=run_dir / "logs" / f"{name}.console.log",
             binds_rw=[(shared_dir(run_dir, dst), dst) for dst, hosts in shared
                       if hosts is None or name in hosts],
+            fuse=fuse,
         )
 
     def boot(self, binds_ro: list[tuple[Path, str]]) -> Running:
         """Boot the host under systemd-nspawn and keep its processes in ``running``."""
         self.running = hostmod.boot(self.machine, self.name, self.root, self.netns, self.console_log,
-                                    binds_ro, self.cgroups, binds_rw=self.binds_rw)
+                                    binds_ro, self.cgroups, binds_rw=self.binds_rw, fuse=self.fuse)
         return self.running
 
     def wait_booted(self, binds_ro: list[tuple[Path, str]], timeout: float) -> str:
@@ -109,6 +111,8 @@ class HostState:
             "root": str(self.root),
             "console_log": str(self.console_log),
             "binds_rw": [[str(src), dst] for src, dst in self.binds_rw],
+            # only where bound: the entry of every other host stays as up always wrote it
+            **({"fuse": True} if self.fuse else {}),
             "running": asdict(self.running) if self.running is not None else None,
         }
 
@@ -128,6 +132,7 @@ class HostState:
             console_log=Path(data["console_log"]),
             # states written before shared directories existed have no binds_rw
             binds_rw=[(Path(src), dst) for src, dst in data.get("binds_rw", [])],
+            fuse=bool(data.get("fuse", False)),
             running=Running(**running) if running else None,
         )
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from testbed import Testbed, TestbedConfig, TestbedError
-from testbed.cli import build_parser, parse_shared
+from testbed.cli import build_parser, parse_fuse, parse_shared
 from testbed.host import TESTBED_MARKER, CgroupUnitFailed, HostFiles, Running, _write_identity, nspawn_argv
 from testbed.mirror import AptRepoError, apt_options, resolve_closure
 from testbed.network import fixed_mac, host_addresses
@@ -66,6 +66,7 @@ def test_base_key_depends_on_release_and_package_set_only() -> None:
     ("shared", [("/srv/../etc", None)], "absolute path"),
     ("shared", [("/srv/x", ["h2"])], "unknown hosts h2"),
     ("shared", [("/srv/x", None), ("/srv/x", ["h1"])], "given twice"),
+    ("fuse", ["h2"], "/dev/fuse for unknown hosts h2"),
 ])
 def test_config_validation(field: str, value: object, msg: str) -> None:
     cfg = TestbedConfig(hosts=["h1"])
@@ -99,6 +100,24 @@ def test_shared_dirs_are_read_write_binds_of_the_listed_hosts_only() -> None:
     assert parse_shared("/srv/state=ctl1,ctl2") == ("/srv/state", ["ctl1", "ctl2"])
     with pytest.raises(TestbedError, match="no host names"):
         parse_shared("/srv/state=")
+
+
+def test_dev_fuse_is_bound_into_the_hosts_that_ask_for_it_only() -> None:
+    plain = nspawn_argv("cltb-x-h1", "h1", Path("/r"), "cltb-x-h1", [(Path("/m"), "/mirror")])
+    fuse = nspawn_argv("cltb-x-h1", "h1", Path("/r"), "cltb-x-h1", [(Path("/m"), "/mirror")], fuse=True)
+    assert "--bind=/dev/fuse" not in plain
+    assert fuse == [*plain, "--bind=/dev/fuse"]
+    assert parse_fuse(["login", "c1, c2", ""]) == ["login", "c1", "c2"]
+    args = build_parser().parse_args(["up", "--hosts", "a,b", "--fuse", "a", "--fuse", "b"])
+    assert parse_fuse(args.fuse) == ["a", "b"]
+
+
+def test_a_host_with_dev_fuse_records_it_and_boots_with_it_again() -> None:
+    host = HostState.from_json({**SAMPLE_HOST, "fuse": True})
+    assert host.fuse
+    assert host.to_json() == {**SAMPLE_HOST, "fuse": True}
+    assert list(host.to_json())[-2:] == ["fuse", "running"]
+    assert not HostState.from_json(SAMPLE_HOST).fuse
 
 
 # one host as state.json records it (the format readers of running beds rely on)
@@ -173,6 +192,8 @@ def test_planned_host_state_is_the_entry_up_always_recorded(monkeypatch: pytest.
     }
     assert planned["binds_rw"] == [["/var/lib/cluster-testbed/tb/shared/srv_shared", "/srv/shared"]]
     assert list(planned) == list(SAMPLE_HOST)
+    with_fuse = HostState.planned("tb", "h2", 1, "10.213.47.12", run_dir, shared, fuse=True).to_json()
+    assert with_fuse == {**planned, "fuse": True}
 
 
 class _FakeBoots:
