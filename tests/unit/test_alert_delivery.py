@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from unit_helpers import BASE, load, problem, problems
+from unit_helpers import BASE, debian_program, load, problem, problems
 
 from cluster_cli.bundle.make import _rendered as bundle_rendered_files
 from cluster_cli.host_files import files_by_host
@@ -30,21 +29,7 @@ CACHE = Path(os.environ.get("CLUSTER_CLI_ALERTMANAGER_CACHE", "/var/cache/cluste
 WEBHOOK = "http://127.0.0.1:{port}/hook/s3cret-token"
 
 
-def _alertmanager() -> Path | None:
-    """prometheus-alertmanager on PATH, else Debian's package unpacked once into CACHE (no daemon)."""
-    found = shutil.which("prometheus-alertmanager")
-    if found:
-        return Path(found)
-    binary = CACHE / "x" / "usr" / "bin" / "prometheus-alertmanager"
-    if not binary.is_file() and os.geteuid() == 0 and shutil.which("apt-get"):
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["apt-get", "download", "-qq", "prometheus-alertmanager"], cwd=CACHE, capture_output=True, check=False)
-        for deb in sorted(CACHE.glob("prometheus-alertmanager_*.deb")):
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(CACHE / "x")], check=False)
-    return binary if binary.is_file() else None
-
-
-ALERTMANAGER = _alertmanager()
+ALERTMANAGER = debian_program("prometheus-alertmanager", "prometheus-alertmanager", CACHE)
 
 
 def _url_file(directory: Path, url: str, mode: int = 0o600) -> Path:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from unit_helpers import BASE
+from unit_helpers import BASE, debian_program
 
 from cluster_cli.loader import load_cluster_text
 from cluster_cli.render.alert_rules import alert_rules, render_alert_rules
@@ -30,21 +29,7 @@ health_check: {mounts: [/shared]}
 """
 
 
-def _promtool() -> Path | None:
-    """promtool on PATH, else Debian's prometheus package unpacked once into CACHE (no daemon)."""
-    found = shutil.which("promtool")
-    if found:
-        return Path(found)
-    binary = CACHE / "x" / "usr" / "bin" / "promtool"
-    if not binary.is_file() and os.geteuid() == 0 and shutil.which("apt-get"):
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["apt-get", "download", "-qq", "prometheus"], cwd=CACHE, capture_output=True, check=False)
-        for deb in sorted(CACHE.glob("prometheus_*.deb")):
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(CACHE / "x")], check=False)
-    return binary if binary.is_file() else None
-
-
-PROMTOOL = _promtool()
+PROMTOOL = debian_program("promtool", "prometheus", CACHE)
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="needs promtool (Debian's prometheus package)")
 
 

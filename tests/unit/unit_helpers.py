@@ -8,6 +8,9 @@ loader, so a wrong line in cluster-cli fails the test.
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -160,3 +163,18 @@ def all_paths(node: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str |
         for index, value in enumerate(node):
             found += all_paths(value, prefix + (index,))
     return found
+
+
+def debian_program(program: str, package: str, cache: Path) -> Path | None:
+    """``program`` on PATH, else Debian's ``package`` unpacked once into ``cache`` (no daemon, nothing
+    installed; as root, where apt-get can download it); None when neither can be had."""
+    found = shutil.which(program)
+    if found:
+        return Path(found)
+    binary = cache / "x" / "usr" / "bin" / program
+    if not binary.is_file() and os.geteuid() == 0 and shutil.which("apt-get"):
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["apt-get", "download", "-qq", package], cwd=cache, capture_output=True, check=False)
+        for deb in sorted(cache.glob(f"{package}_*.deb")):
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "x")], check=False)
+    return binary if binary.is_file() else None
