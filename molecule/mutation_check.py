@@ -51,11 +51,12 @@ T_KILLED_SLURMD = "test_40_faults.py::test_killed_slurmd_takes_its_node_out_and_
 T_CTLD_RESTART = "test_40_faults.py::test_slurmctld_restart_keeps_running_and_pending_jobs"
 T_REBOOT = "test_40_faults.py::test_rebooted_compute_host_returns_to_service"
 T_KILLED_RANK = "test_40_faults.py::test_killed_rank_ends_the_step_within_killwait"
-T_REPAIR = "test_40_faults.py::test_next_deploy_repairs_loosened_secret_files"
+# One bed deploy for both since 2026-11-29 (the loosened files repaired and no secret in its --diff or logs).
+T_REPAIR = "test_20_security.py::test_next_deploy_repairs_loosened_secret_files_and_its_diff_and_logs_hold_no_secret"
 T_MUNGE_KEY = "test_20_security.py::test_munge_key_is_the_same_private_file_everywhere"
 T_DBD_CONF = "test_20_security.py::test_slurmdbd_conf_is_private_to_slurm_and_only_on_the_database_host"
 T_DIRS = "test_20_security.py::test_state_spool_and_log_directories_have_safe_owners_and_modes"
-T_NO_SECRET = "test_20_security.py::test_check_diff_and_the_deploy_logs_hold_no_secret"
+T_NO_SECRET = T_REPAIR
 T_OTHER_SECRETS = "test_20_security.py::test_a_deploy_with_other_secrets_is_refused_naming_every_host"
 T_NO_JOB_SSH = "test_25_isolation.py::test_a_user_without_a_job_on_the_node_is_refused_ssh"
 # The smoke suite's checks as catchers (Session.run_tests runs them with `cluster-cli smoke --only`).

@@ -138,31 +138,42 @@ def _secret_forms(view: ClusterView) -> dict[str, bytes]:
     return forms
 
 
-def test_check_diff_and_the_deploy_logs_hold_no_secret(view: ClusterView) -> None:
-    # A drifted line beside the password in slurmdbd.conf gives --diff a change to show, with the
-    # secret in its context. (A drifted password itself is refused by the secrets preflight.)
-    conf = f"{view.cluster.inventory.slurm.paths.conf_dir}/slurmdbd.conf"
+def test_next_deploy_repairs_loosened_secret_files_and_its_diff_and_logs_hold_no_secret(view: ClusterView) -> None:
+    """Loosened modes on the munge key and slurmdbd.conf, and a drifted line beside the password in
+    slurmdbd.conf: the next deploy, with --diff, puts all back, and neither its output (the drifted
+    file's diff has the secret in its context) nor any deploy log (each 0600) holds a secret.
+    (Ansible's check mode with the same drift: tests/deploy/test_10_deploy.py on the local cluster.
+    One deploy here for both claims: each is a playbook run of about a minute on the bed.)"""
+    conf_dir = view.cluster.inventory.slurm.paths.conf_dir
+    conf = f"{conf_dir}/slurmdbd.conf"
+    loosened = [(view.compute[0], "/etc/munge/munge.key", "0644", 0o400)]
     if view.database is not None:
-        view.run(view.database, f"cp -p {conf} {conf}.orig && sed -i 's/^StoragePort=.*/StoragePort=3307/' {conf}")
-    try:
-        dry_run = view.deploy("--check", "--diff", "--full")  # Ansible's check mode; --check alone is the plan
-    finally:
-        if view.database is not None:
-            view.run(view.database, f"mv {conf}.orig {conf}")
-    assert changed_count(dry_run.stdout) >= (1 if view.database is not None else 0), dry_run.stdout[-3000:]
+        loosened.append((view.database, conf, "0644", 0o600))
+        original = _sha256(view, view.database, conf)
+        view.run(view.database, f"sed -i 's/^StoragePort=.*/StoragePort=3307/' {conf}")
+    for host, path, mode, _ in loosened:
+        view.run(host, f"chmod {mode} {path}")
+        assert view.hosts[host].file(path).mode == int(mode, 8)
+    deployed = view.deploy("--diff")
+    assert changed_count(deployed.stdout) >= len(loosened), deployed.stdout[-3000:]
+    for host, path, _, expected in loosened:
+        assert view.hosts[host].file(path).mode == expected, f"{host}: {path} not repaired"
     logs = sorted((cluster_state_dir(view.cluster.name) / "logs").glob("*.log"))
     assert logs, "no deploy log written"
-    texts = {"deploy --check --diff output": (dry_run.stdout + dry_run.stderr).encode()}
+    texts = {"deploy --diff output": (deployed.stdout + deployed.stderr).encode()}
     for log in logs:
         assert log.stat().st_mode & 0o077 == 0, f"{log} is readable by others"
         texts[str(log)] = log.read_bytes()
     leaks = [f"{what} in {where}" for where, text in texts.items()
              for what, secret in _secret_forms(view).items() if secret in text]
     assert not leaks, leaks
-    # the check is not vacuous: the password is really what slurmdbd.conf on the database holds
+    # the check is not vacuous: the password is really what slurmdbd.conf on the database holds,
+    # and the deploy put the drifted line back
     if view.database is not None:
+        assert _sha256(view, view.database, conf) == original, "the drifted slurmdbd.conf was not put back"
         held = view.run(view.database, f"cat {conf}").stdout
         assert f"StoragePass={_secret_forms(view)['database password'].decode()}" in held
+    view.wait_nodes_idle(timeout=60)
 
 
 def test_a_deploy_with_other_secrets_is_refused_naming_every_host(view: ClusterView, tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ import subprocess
 import time
 
 import pytest
-from conftest import IDLE_AFTER_JOBS_S, ClusterView, changed_count
+from conftest import IDLE_AFTER_JOBS_S, ClusterView
 
 from cluster_cli.alert_windows import window as window_of
+from cluster_cli.smoke.checks_training import REQUEUE_START
 
 
 def _down(state: str) -> bool:
@@ -55,12 +56,22 @@ def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(v
         print(f"{victim} marked down {took:.0f} s after its slurmd was killed (SlurmdTimeout={timeout})")
         _node_down_alert_fires(view, took)
         view.wait_until(f"job {job} completes after its requeue",
-                        lambda: view.job(job)["JobState"] == "COMPLETED", timeout=240)
+                        lambda: _expedited(view, job)["JobState"] == "COMPLETED", timeout=240)
         final = view.job(job)
         assert int(final["Restarts"]) >= 1 and final["NodeList"] != victim, final
     finally:
         view.run(host, f"systemctl start {unit}")
     view.wait_nodes_idle(timeout=120)  # ReturnToService=1: back once it registers
+
+
+def _expedited(view: ClusterView, job: str) -> dict[str, str]:
+    """The job's fields; a requeued job that Slurm holds for its credentials' lifetime (BeginTime,
+    `cred_expire`: 30 s on the bed) is let start 2 s from now, as root and as the smoke suite's
+    preempt check does (REQUEUE_START). The hold is Slurm's, not what this test is about."""
+    found = view.job(job)
+    if found.get("JobState") == "PENDING" and found.get("Reason") == "BeginTime":
+        view.slurm(f"scontrol update JobId={job} StartTime={REQUEUE_START}")
+    return found
 
 
 def _node_down_alert_fires(view: ClusterView, down_after: float) -> None:
@@ -156,18 +167,3 @@ def test_killed_rank_ends_the_step_within_killwait(view: ClusterView) -> None:
     for host in view.compute:
         view.wait_until(f"no rank left on {host}",
                         lambda host=host: view.run(host, f"pgrep -f '{pattern}'", check=False).rc != 0, timeout=30)
-
-
-def test_next_deploy_repairs_loosened_secret_files(view: ClusterView) -> None:
-    conf_dir = view.cluster.inventory.slurm.paths.conf_dir
-    loosened = [(view.compute[0], "/etc/munge/munge.key", "0644", 0o400)]
-    if view.database is not None:
-        loosened.append((view.database, f"{conf_dir}/slurmdbd.conf", "0644", 0o600))
-    for host, path, mode, _ in loosened:
-        view.run(host, f"chmod {mode} {path}")
-        assert view.hosts[host].file(path).mode == int(mode, 8)
-    deployed = view.deploy()
-    assert changed_count(deployed.stdout) >= len(loosened), deployed.stdout[-3000:]
-    for host, path, _, expected in loosened:
-        assert view.hosts[host].file(path).mode == expected, f"{host}: {path} not repaired"
-    view.wait_nodes_idle(timeout=60)
