@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from deployed import DeployedCluster
+from deployed import DeployedCluster, wait_for
 
 from cluster_cli import slurm_associations
 from cluster_cli.loader import load_cluster
 from cluster_cli.slurm_accounting import accounting_document
 
 pytestmark = pytest.mark.deploy
+
+# Where roles/node_exporter's start without systemd (start-stop-daemon --make-pidfile) keeps its pid.
+NODE_EXPORTER_PIDFILE = "/run/prometheus/prometheus-node-exporter.pid"
+# slurmctld, slurmdbd, MariaDB, three slurmd, node_exporter, the Slurm exporter, Prometheus
+DAEMONS = 9
 
 
 def run(argv: list[str], timeout: float = 60) -> str:
@@ -129,33 +136,62 @@ def _daemon_pids() -> dict[str, str]:
     return {name: Path(f"/run/slurm/{name}.pid").read_text().strip() for name in names}
 
 
-def test_accounts_qos_and_limits_land_in_slurmdbd_and_a_hand_edit_is_drift_put_back_without_a_restart(
+def _kill_node_exporter() -> None:
+    with open(NODE_EXPORTER_PIDFILE, encoding="ascii") as handle:
+        pid = int(handle.read().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "node_exporter gone", timeout=30, step=0.5)
+
+
+def test_a_hand_edited_share_and_dead_daemons_show_in_status_and_plan_and_one_deploy_puts_all_back(
     deployed_cluster: DeployedCluster,
 ) -> None:
+    """Accounts, QoS and limits land in slurmdbd. Then three things go wrong by hand: an admin's
+    sacctmgr edit, a killed node_exporter and a killed slurmd. status names both dead daemons within
+    seconds (slurmctld would notice the slurmd only after SlurmdTimeout), plan shows the share as
+    drift and each daemon as a start, and one plain deploy puts all back without restarting any
+    other Slurm daemon. (One deploy for all: each is a playbook run of about 45 s in CI.)"""
+    inventory = str(deployed_cluster.inventory)
     document = accounting_document(load_cluster(deployed_cluster.inventory))
     assert _slurmdbd_differences(document) == []
     shown = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=team-b", "format=Account,User,Fairshare,GrpTRES"])
     assert "team-b||1|gres/gpu=2" in shown.splitlines(), shown
     qos = run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,Preempt,MaxTRESPU,GraceTime"]).splitlines()
     assert "high|low||00:05:00" in qos and "low||gres/gpu=2|00:05:00" in qos, qos
+    up = deployed_cluster.cli("status", inventory, timeout=120)
+    assert up.returncode == 0 and f"daemons: all {DAEMONS} running and listening" in up.stdout, up.stdout[-3000:]
     pids = _daemon_pids()
     run(["sacctmgr", "-i", "modify", "account", "where", "name=team-b", "cluster=local", "set", "GrpTRES=gres/gpu=5",
          "Fairshare=9"])
+    _kill_node_exporter()
+    run(["kill", "-KILL", pids["slurmd-node3"]])
     drift = _slurmdbd_differences(document)
     assert [change["fields"] for change in drift] == [{"Fairshare": [9, 1], "GrpTRES": [{"gres/gpu": 5}, {"gres/gpu": 2}]}]
-    planned = deployed_cluster.cli("plan", str(deployed_cluster.inventory), "--json")
-    assert planned.returncode == 3, planned.stdout[-3000:] + planned.stderr[-2000:]
-    changes = [(change["subject"], change["impact"], change["detail"]) for change in json.loads(planned.stdout)["changes"]]
-    assert changes == [("account team-b", "drift", "changed by hand since the last deploy: "
-                        "Fairshare 9 -> 1; GrpTRES gres/gpu=5 -> gres/gpu=2")], changes
     started = time.monotonic()
-    again = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))  # follows the plan, as a user's would
+    down = deployed_cluster.cli("status", inventory, timeout=60)
+    seconds = time.monotonic() - started
+    assert down.returncode == 1, down.stdout[-3000:]
+    for line in ("prometheus-node-exporter on localhost: not running", "slurmd@node3 on localhost: not running"):
+        assert line in down.stdout, down.stdout[-3000:]
+    assert seconds < 10, f"status took {seconds:.1f} s"
+    planned = deployed_cluster.cli("plan", inventory, "--json")
+    assert planned.returncode == 3, planned.stdout[-3000:] + planned.stderr[-2000:]
+    changes = sorted((change["subject"], change["impact"], change["detail"]) for change in json.loads(planned.stdout)["changes"])
+    assert changes == [("account team-b", "drift", "changed by hand since the last deploy: "
+                        "Fairshare 9 -> 1; GrpTRES gres/gpu=5 -> gres/gpu=2"),
+                       ("prometheus-node-exporter", "start", "not running: start"),
+                       ("slurmd@node3", "start", "not running: start")], changes
+    started = time.monotonic()
+    again = deployed_cluster.cli("deploy", inventory, timeout=900)  # follows the plan, as a user's would
     elapsed = time.monotonic() - started
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-2000:]
     assert _slurmdbd_differences(document) == []
-    assert _daemon_pids() == pids, "a share or limit put back restarted a daemon"
-    assert deployed_cluster.cli("plan", str(deployed_cluster.inventory)).returncode == 0
-    print(f"deploy putting back a hand-edited share and limit took {elapsed:.1f} s")
+    kept = {name: pid for name, pid in _daemon_pids().items() if name != "slurmd-node3"}
+    assert kept == {name: pid for name, pid in pids.items() if name != "slurmd-node3"}, "another Slurm daemon restarted"
+    back = deployed_cluster.cli("status", inventory, timeout=120)
+    assert back.returncode == 0 and f"daemons: all {DAEMONS} running and listening" in back.stdout, back.stdout[-3000:]
+    assert deployed_cluster.cli("plan", inventory).returncode == 0
+    print(f"deploy putting back a hand-edited share and limit and two dead daemons took {elapsed:.1f} s")
 
 
 def test_the_inventorys_people_are_made_and_plan_shows_a_user_who_leaves_it_as_a_lock(
@@ -180,12 +216,22 @@ def test_the_inventorys_people_are_made_and_plan_shows_a_user_who_leaves_it_as_a
     assert changes == [("people", "users and groups", "user bob: not in the inventory: lock (its files stay)")], changes
 
 
-def test_check_diff_on_converged_cluster_reports_no_change_and_no_secret(deployed_cluster: DeployedCluster) -> None:
+def test_check_diff_shows_a_drifted_line_changes_nothing_and_shows_no_secret(deployed_cluster: DeployedCluster) -> None:
+    """A drifted line beside the password in slurmdbd.conf gives --diff a change to show with the
+    secret in its context; Ansible's check mode reports it, changes nothing and prints no secret."""
     _, password = secrets_of(deployed_cluster)
-    # --full --check: Ansible's own check mode over every task (plain --check prints the plan)
-    completed = deployed_cluster.cli("deploy", str(deployed_cluster.inventory), "--check", "--diff", "--full")
+    conf = Path("/etc/slurm/slurmdbd.conf")
+    original = conf.read_text()
+    assert f"StoragePass={password}" in original, "the password is not where this test looks for it"
+    conf.write_text(re.sub(r"(?m)^StoragePort=.*$", "StoragePort=3307", original))
+    try:
+        # --full --check: Ansible's own check mode over every task (plain --check prints the plan)
+        completed = deployed_cluster.cli("deploy", str(deployed_cluster.inventory), "--check", "--diff", "--full")
+        assert "StoragePort=3307" in conf.read_text(), "check mode changed slurmdbd.conf"
+    finally:
+        conf.write_text(original)
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
-    assert re.search(r", 0 changed", completed.stdout), completed.stdout[-3000:]
+    assert re.search(r", [1-9][0-9]* changed", completed.stdout), completed.stdout[-3000:]
     assert password not in completed.stdout + completed.stderr
     newest = max(
         (deployed_cluster.state_home / "cluster-cli" / "local" / "logs").glob("site-*.log"), key=lambda p: p.stat().st_mtime

@@ -5,8 +5,6 @@ on the inventory's address only, with the cluster's alert rules and console page
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import urllib.parse
 import urllib.request
@@ -24,10 +22,6 @@ PROMETHEUS = "http://localhost:9090"
 EXPORTER = "http://localhost:9446/metrics"
 # The local inventory's monitoring ports (monitoring.ports' defaults).
 PORTS = {"prometheus": 9090, "node_exporter": 9100, "slurm exporter": 9446}
-# Where roles/node_exporter's start without systemd (start-stop-daemon --make-pidfile) keeps its pid.
-NODE_EXPORTER_PIDFILE = "/run/prometheus/prometheus-node-exporter.pid"
-# slurmctld, slurmdbd, MariaDB, three slurmd, node_exporter, the Slurm exporter, Prometheus
-DAEMONS = 9
 
 
 def _get(url: str) -> str:
@@ -107,23 +101,3 @@ def test_prometheus_serves_the_console_pages_with_the_clusters_figures(deployed_
     wait_for(nodes_scraped, "the Slurm exporter's figures in Prometheus", timeout=60)
     page = _get(f"{PROMETHEUS}/consoles/cluster-slurm.html")
     assert "local: Slurm" in page and "state=idle" in page, page[:2000]
-
-
-def test_status_and_plan_name_a_dead_exporter_and_a_deploy_starts_it_again(deployed_cluster: DeployedCluster) -> None:
-    inventory = str(deployed_cluster.inventory)
-    up = deployed_cluster.cli("status", inventory, timeout=120)
-    assert up.returncode == 0 and f"daemons: all {DAEMONS} running and listening" in up.stdout, up.stdout[-3000:]
-    with open(NODE_EXPORTER_PIDFILE, encoding="ascii") as handle:
-        pid = int(handle.read().split()[0])
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "node_exporter gone", timeout=30, step=0.5)
-    down = deployed_cluster.cli("status", inventory, timeout=120)
-    assert down.returncode == 1, down.stdout[-3000:]
-    assert "prometheus-node-exporter on localhost: not running" in down.stdout, down.stdout[-3000:]
-    plan = deployed_cluster.cli("plan", inventory, timeout=300)
-    assert plan.returncode == 3, plan.stdout[-3000:]
-    assert any("prometheus-node-exporter" in line and "start" in line for line in plan.stdout.splitlines()), plan.stdout[-3000:]
-    deployed = deployed_cluster.cli("deploy", inventory, timeout=900)
-    assert deployed.returncode == 0, deployed.stdout[-4000:] + deployed.stderr[-2000:]
-    back = deployed_cluster.cli("status", inventory, timeout=120)
-    assert back.returncode == 0 and f"daemons: all {DAEMONS} running and listening" in back.stdout, back.stdout[-3000:]

@@ -140,8 +140,8 @@ def test_a_change_that_restarts_slurmd_goes_one_node_at_a_time_and_the_job_runs_
                                                "Wait until slurmctld sees the batch start again:")]
     assert order == sorted(order), "\n".join(tasks[-40:])
     run(["scancel", job])
-    back = deployed_cluster.cli("deploy", str(deployed_cluster.inventory))
-    assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
+    # No deploy back to the shipped inventory here: the next test that deploys (adding a node) does
+    # that from whatever was deployed before it (one playbook run less in CI).
 
 
 def test_a_hand_edit_shows_as_drift_on_that_host_and_file(deployed_cluster: DeployedCluster, tmp_path: Path) -> None:
@@ -190,14 +190,12 @@ def test_an_operators_drain_survives_deploy_and_resume_without_force(deployed_cl
     inventory = str(deployed_cluster.inventory)
     run(["scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=bad fan, ticket 4711"])
     try:
-        # back to the shipped inventory: node4 goes, node3 comes back, every daemon restarts
+        # back to the shipped inventory: node4 goes, node3 comes back, every daemon restarts. On this
+        # one-host cluster a deploy with changes runs every task of site.yml (as --full does), the
+        # post-check included, which waits for ready nodes: the drain is not a failure.
         applied = deployed_cluster.cli("deploy", inventory)
         assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr[-2000:]
-        assert nodes()["node2"] == ("drained", "bad fan, ticket 4711")
-        # every task, the post-check included, which waits for ready nodes: the drain is not a failure
-        full = deployed_cluster.cli("deploy", inventory, "--full")
-        assert full.returncode == 0, full.stdout[-4000:] + full.stderr[-2000:]
-        assert "Post-deploy checks" in full.stdout
+        assert "Post-deploy checks" in applied.stdout
         assert nodes()["node2"] == ("drained", "bad fan, ticket 4711")
         refused = deployed_cluster.cli("nodes", "resume", inventory, "node2")
         assert refused.returncode == 2 and "--force" in refused.stderr, refused.stderr
