@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import urllib.parse
 
 import pytest
 from conftest import FETCH, ClusterView
 
 from cluster_cli.exporters.text_format import samples_of
+from cluster_cli.render.dashboards import GPUS
 
 EMULATOR_CONF = "/etc/cluster-cli/nvml-emulator.conf"
 
@@ -81,6 +83,40 @@ def test_the_gpu_exporter_serves_each_hosts_gpus_as_nvml_shows_them(
                 if target["labels"]["job"] == "gpu" and target["health"] == "up"} == wanted
 
     view.wait_until("Prometheus scrapes every GPU exporter", gpu_targets_up, 120)
+
+
+def test_every_gpu_dashboard_panel_has_data_with_a_slurm_job_on_a_gpu(
+    view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]
+) -> None:
+    """Every panel of the GPU dashboard (render/dashboards.py: the Grafana JSON's and the console
+    page's queries) asked of the bed's Prometheus. A job holds one GPU; the emulated driver is told
+    that the job's process uses GPU 0 of its host (NVML's process list, which the emulator reads from
+    its file at each nvmlInit); the exporter's own code finds the job from that pid's cgroup."""
+    monitoring = view.cluster.inventory.monitoring
+    if monitoring.host is None:
+        pytest.skip("this scenario's inventory has no monitoring host")
+    node = min(gpu_nodes)
+    host = view.cluster.node(node).host
+    job = view.slurm(f"sbatch --parsable --gres=gpu:1 --nodelist={node} -o /dev/null --wrap 'sleep 600'")
+    view.run(host, f"cp -p {EMULATOR_CONF} {EMULATOR_CONF}.before-job")
+    try:
+        view.wait_until(f"job {job} runs", lambda: view.job(job)["JobState"] == "RUNNING", timeout=60, every=1)
+        pids = view.run(host, f"scontrol listpids {job} | awk 'NR > 1 {{print $1}}'").stdout.split()
+        sleeper = next(pid for pid in pids if view.run(host, f"cat /proc/{pid}/comm", check=False).stdout.strip() == "sleep")
+        view.run(host, f"sed -i 's/^\\[gpu 0\\]$/[gpu 0]\\nprocesses = {sleeper}:512/' {EMULATOR_CONF}")
+        assert f"processes = {sleeper}:512" in view.run(host, f"cat {EMULATOR_CONF}").stdout
+        wait = 3 * monitoring.scrape_interval_s + 5
+        query = f'cluster_gpu_slurm_job{{slurm_job_id="{job}"}}'
+        view.wait_until(f"Prometheus has job {job} on a GPU of {host}",
+                        lambda: bool(view.prometheus(f"/api/v1/query?query={urllib.parse.quote(query)}")["result"]),
+                        timeout=wait)
+        empty = [panel.title for panel in GPUS.panels
+                 if not view.prometheus(f"/api/v1/query?query={urllib.parse.quote(panel.expr)}")["result"]]
+        assert empty == [], f"GPU panels without data on the bed: {empty}"
+    finally:
+        view.run(host, f"mv {EMULATOR_CONF}.before-job {EMULATOR_CONF}", check=False)
+        view.slurm(f"scancel {job}")
+    view.wait_nodes_idle()
 
 
 def test_a_redeploy_reuses_the_built_plugin(view: ClusterView, gpu_nodes: dict[str, tuple[str, int]]) -> None:
