@@ -1,26 +1,58 @@
-"""cluster_cli.exporters.slurm_metrics from outputs Debian's Slurm 22.05 printed (a drained node
-with a running, a pending and a held job; tests/unit/data/slurm_metrics/22.05), and its behaviour
-when slurmctld or slurmdbd stop answering."""
+"""cluster_cli.exporters.slurm_metrics from outputs Debian's Slurm 22.05 (Debian 12) and 24.11
+(Debian 13) printed for the exporter's own commands (a draining node with a running, a pending and a
+held job; tests/unit/data/slurm_metrics/<series>), and its behaviour when slurmctld or slurmdbd stop
+answering."""
 
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from cluster_cli.exporters import slurm_metrics as metrics
+from cluster_cli.exporters.text_format import Sample
 
-DATA = Path(__file__).parent / "data" / "slurm_metrics" / "22.05"
-SUBMITTED = 1795818054.0  # the jobs' submit time in squeue.txt, 2026-11-27T22:20:54 UTC
-
-
-def recorded(argv: list[str]) -> metrics.Answer:
-    return metrics.Answer(True, (DATA / f"{argv[0]}.txt").read_text())
+DATA = Path(__file__).parent / "data" / "slurm_metrics"
 
 
-def test_the_recorded_cluster_as_metrics() -> None:
-    samples = metrics.Exporter(run=recorded, clock=lambda: SUBMITTED + 9).scrape()
+def _local(timestamp: str) -> float:
+    """squeue's %V is the controller's local time, read back so by the exporter."""
+    return datetime.fromisoformat(timestamp).timestamp()
+
+
+#: series -> (the last pending job's submit time in its squeue.txt, the figures only that series has)
+SERIES: dict[str, tuple[float, list[Sample]]] = {
+    "22.05": (_local("2026-11-27T22:20:54"), [
+        ("scheduler", {"figure": "server_threads"}, 3), ("scheduler", {"figure": "jobs_submitted"}, 9),
+        ("scheduler", {"figure": "jobs_started"}, 7), ("scheduler", {"figure": "jobs_completed"}, 6),
+        ("scheduler", {"figure": "main_last_cycle"}, 23), ("scheduler", {"figure": "main_max_cycle"}, 499),
+        ("scheduler", {"figure": "main_total_cycles"}, 4), ("scheduler", {"figure": "main_mean_cycle"}, 271),
+    ]),
+    # 24.11.5: sdiag adds "RPC queue enabled", "Main scheduler exit", "Backfill exit", RPCs by user and
+    # pending RPCs; gres.conf named no Cores, so sinfo's Gres has no "(S:0)"
+    "24.11": (_local("2026-11-29T04:27:48"), [
+        ("scheduler", {"figure": "server_threads"}, 1), ("scheduler", {"figure": "jobs_submitted"}, 6),
+        ("scheduler", {"figure": "jobs_started"}, 4), ("scheduler", {"figure": "jobs_completed"}, 3),
+        ("scheduler", {"figure": "main_last_cycle"}, 38), ("scheduler", {"figure": "main_max_cycle"}, 535),
+        ("scheduler", {"figure": "main_total_cycles"}, 5), ("scheduler", {"figure": "main_mean_cycle"}, 197),
+    ]),
+}  # fmt: skip
+
+
+def _figures(samples: list[Sample]) -> list[tuple[str, float]]:
+    return sorted((labels["figure"], value) for name, labels, value in samples if name == "scheduler")
+
+
+def recorded(argv: list[str], series: str = "22.05") -> metrics.Answer:
+    return metrics.Answer(True, (DATA / series / f"{argv[0]}.txt").read_text())
+
+
+@pytest.mark.parametrize("series", sorted(SERIES))
+def test_the_recorded_cluster_as_metrics(series: str) -> None:
+    submitted, own = SERIES[series]
+    samples = metrics.Exporter(run=lambda argv: recorded(argv, series), clock=lambda: submitted + 9).scrape()
     expected = [
         ("up", {}, 1), ("stale_seconds", {}, 0),
         ("nodes", {"partition": "gpu", "state": "draining"}, 1),
@@ -36,11 +68,17 @@ def test_the_recorded_cluster_as_metrics() -> None:
         ("pending_jobs", {"partition": "gpu", "reason": "JobHeldUser"}, 1),
         ("pending_jobs", {"partition": "gpu", "reason": "NodeDown"}, 1),
         ("queue_wait_max_seconds", {"partition": "gpu"}, 9), ("queue_wait_seconds_sum", {"partition": "gpu"}, 18),
-        ("scheduler", {"figure": "server_threads"}, 3), ("scheduler", {"figure": "jobs_submitted"}, 9),
-        ("scheduler", {"figure": "backfill_last_cycle"}, 0),
+        ("scheduler", {"figure": "agent_queue"}, 0), ("scheduler", {"figure": "dbd_agent_queue"}, 0),
+        ("scheduler", {"figure": "jobs_canceled"}, 0), ("scheduler", {"figure": "jobs_failed"}, 0),
+        ("scheduler", {"figure": "backfill_last_cycle"}, 0), ("scheduler", {"figure": "backfill_max_cycle"}, 0),
+        ("scheduler", {"figure": "backfill_total_cycles"}, 0),
+        *own,
     ]  # fmt: skip
     for sample in expected:
         assert sample in samples, sample
+    # every figure once, and nothing from the sections sdiag 24.11 added ("Main scheduler exit" ...)
+    assert _figures(samples) == _figures(expected)
+    assert sum(value for name, _, value in samples if name == "nodes") == 1
 
 
 def test_when_slurmctld_stops_answering_the_last_figures_are_served_marked_stale() -> None:
