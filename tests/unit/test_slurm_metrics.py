@@ -41,6 +41,10 @@ SERIES: dict[str, tuple[float, list[Sample]]] = {
 }  # fmt: skip
 
 
+# The 22.05 recording's last submit time: the dashboards' test scrapes that recording too.
+SUBMITTED = SERIES["22.05"][0]
+
+
 def _figures(samples: list[Sample]) -> list[tuple[str, float]]:
     return sorted((labels["figure"], value) for name, labels, value in samples if name == "scheduler")
 
