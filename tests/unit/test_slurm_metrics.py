@@ -1,7 +1,7 @@
-"""cluster_cli.exporters.slurm_metrics from outputs Debian's Slurm 22.05 (Debian 12) and 24.11
-(Debian 13) printed for the exporter's own commands (a draining node with a running, a pending and a
-held job; tests/unit/data/slurm_metrics/<series>), and its behaviour when slurmctld or slurmdbd stop
-answering."""
+"""cluster_cli.exporters.slurm_metrics from outputs Debian's Slurm 22.05 (Debian 12), 24.11
+(Debian 13) and 26.05 (Debian forky) printed for the exporter's own commands (a draining node with
+a running, a pending and a held job; tests/unit/data/slurm_metrics/<series>), and its behaviour
+when slurmctld or slurmdbd stop answering."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ SERIES: dict[str, tuple[float, list[Sample]]] = {
         ("scheduler", {"figure": "jobs_started"}, 4), ("scheduler", {"figure": "jobs_completed"}, 3),
         ("scheduler", {"figure": "main_last_cycle"}, 38), ("scheduler", {"figure": "main_max_cycle"}, 535),
         ("scheduler", {"figure": "main_total_cycles"}, 5), ("scheduler", {"figure": "main_mean_cycle"}, 197),
+    ]),
+    # 26.05.5 (Debian forky): the same commands print the same shape as 24.11's
+    "26.05": (_local("2026-11-29T04:30:40"), [
+        ("scheduler", {"figure": "server_threads"}, 1), ("scheduler", {"figure": "jobs_submitted"}, 6),
+        ("scheduler", {"figure": "jobs_started"}, 4), ("scheduler", {"figure": "jobs_completed"}, 3),
+        ("scheduler", {"figure": "main_last_cycle"}, 37), ("scheduler", {"figure": "main_max_cycle"}, 501),
+        ("scheduler", {"figure": "main_total_cycles"}, 3), ("scheduler", {"figure": "main_mean_cycle"}, 322),
     ]),
 }  # fmt: skip
 
