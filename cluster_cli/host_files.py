@@ -37,7 +37,7 @@ PENDING_DIR = "/var/lib/slurm/pending"
 MUNGE_KEY_MARKER = "/var/lib/slurm/munge-key-installed-by-cluster-cli"
 SLURMDBD_CONF_MARKER = "/var/lib/slurm/slurmdbd-conf-installed-by-cluster-cli"
 # Rendered files (build directory paths) every cluster host holds in the Slurm config directory.
-SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf")
+SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf", "slurm/oci.conf")
 # Configless: the hosts that keep those files (roles/slurm_common's __slurm_common_file_groups);
 # a host that only runs slurmd fetches them from slurmctld and must not hold them.
 CONFIGLESS_FILE_ROLES = frozenset({"controller", "login", "database"})

@@ -1308,6 +1308,52 @@ class Mpi(StrictModel):
     )
 
 
+def _check_oci_conf_value(item: Any) -> Any:
+    if isinstance(item, str) and ('"' in item or not item.isprintable()):
+        raise ValueError(f"{item!r}: an oci.conf value is written in double quotes: it cannot hold '\"' or control characters")
+    return item
+
+
+# oci.conf values are patterns with spaces (`runc ... run %n.%u.%j.%s.%t -b %b`): written quoted.
+OciConfOverrides = dict[
+    Annotated[str, AfterValidator(_check_override_key)], Annotated[Any, AfterValidator(_check_oci_conf_value)]
+]
+
+
+class Containers(StrictModel):
+    """Slurm's own OCI container support (docs/containers.md): `srun --container=BUNDLE` with the
+    runtime called rootless through oci.conf, on compute hosts."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Install the runtime on compute and login hosts and write oci.conf: `srun --container=BUNDLE` "
+            "runs the step in the bundle's root filesystem. Off: no oci.conf (Slurm then ignores `--container`)."
+        ),
+    )
+    runtime: Literal["runc"] = Field(
+        "runc",
+        description=(
+            "The OCI runtime Slurm calls as the job's user, rootless (the only mode Slurm's `--container` has): "
+            "`runc`, Debian's package."
+        ),
+    )
+    oci_conf: OciConfOverrides = Field(
+        default_factory=new_dict,
+        description=(
+            "oci.conf keys over the rendered ones (the RunTime* patterns); each must be one the target Slurm "
+            "series' oci.conf(5) documents; null deletes a rendered key."
+        ),
+    )
+    image: AbsolutePath | None = Field(
+        None,
+        description=(
+            "An image's root filesystem on the compute hosts, for the smoke check `container` (made with "
+            "training/container_image.py; on the shared work area where there is one). `null`: the check skips."
+        ),
+    )
+
+
 class Secrets(StrictModel):
     """Where generated secrets (munge key, database password) are kept on the control node."""
 
@@ -1481,6 +1527,9 @@ class Inventory(StrictModel):
         default_factory=Priority, description="Job priority (fair share) and preemption in slurm.conf."
     )
     mpi: Mpi = Field(default_factory=Mpi, description="MPI launch: MpiDefault, PMIx, Open MPI, mpi4py.")
+    containers: Containers = Field(
+        default_factory=Containers, description="Container jobs: `srun --container` through oci.conf and rootless runc."
+    )
     monitoring: Monitoring = Field(
         default_factory=Monitoring, description="Prometheus, node_exporter and the Slurm exporter; off unless `host` is set."
     )

@@ -18,6 +18,7 @@ from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import HostFile, files_by_host
 from cluster_cli.hostlist import expand
+from cluster_cli.containers import CONTAINER_ROLES, container_packages
 from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
@@ -32,7 +33,7 @@ from cluster_cli.stranded import JobOnNodes, NodeAllocation, stranded_nodes
 
 # Lines whose value is a secret are masked in every diff a plan prints.
 SECRET_LINE = re.compile(r"(?i)^(\s*[\w.]*(pass|password|secret|token|key)\w*\s*[=:]\s*)\S.*$")
-SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "oci.conf")
 
 
 class Impact(str, Enum):
@@ -304,6 +305,7 @@ def _package_changes(cluster: Cluster, host: str, roles: frozenset[str], probe: 
         wanted += ["prometheus"] if "monitoring" in roles else []
         wanted += ["prometheus-alertmanager"] if "monitoring" in roles and monitoring.alertmanager else []
     wanted += cluster.mpi_packages if roles & MPI_ROLES else []
+    wanted += container_packages(cluster.inventory) if roles & CONTAINER_ROLES else []
     wanted += [DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory is not None else []
     wanted += storage_packages
     pin = cluster.inventory.slurm.version

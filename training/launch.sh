@@ -12,6 +12,8 @@
 #                   (default: `torchrun` from PATH)
 #   NPROC_PER_NODE  ranks per node (default: GPUs allocated on the node, else 1)
 #   LAUNCH_NODES    nodes for this launch (default: all of the job's; 1 for a baseline run)
+#   CONTAINER_BUNDLE  an OCI bundle: every srun runs its task in it (`srun --container`, docs/
+#                   containers.md); TRAIN_PYTHON and the scripts must be at the same paths inside
 #   RDZV_PORT       first rendezvous port, +1 per launch (default: 29500 + job id mod 1500 x 2
 #                   + launch, below the kernel's ephemeral range, checked free on the head node)
 #
@@ -67,6 +69,7 @@ srun_torchrun() {
     echo "launch: $script on $nodes node(s) x $nproc rank(s), rendezvous ${head} (${addr:-$head}):$port"
     srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
         --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" --kill-on-bad-exit=1 \
+        ${CONTAINER_BUNDLE:+--container="$CONTAINER_BUNDLE"} \
         "${torchrun[@]}" --nnodes="$nodes" --nproc_per_node="$nproc" \
         --rdzv_backend=c10d --rdzv_endpoint="${addr:-$head}:$port" \
         --rdzv_id="${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}-${_launch_count}" \

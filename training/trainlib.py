@@ -288,6 +288,17 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+IMAGE_MARKER = "/etc/cluster-cli-image"
+
+
+def _image_marker() -> str | None:
+    try:
+        with open(IMAGE_MARKER, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
 def environment(info: Dist) -> dict[str, Any]:
     import torch
 
@@ -302,6 +313,8 @@ def environment(info: Dist) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "threads_per_rank": torch.get_num_threads(),
+        # what made the container image the ranks run in (container_image.py); None: not in one
+        "image": _image_marker(),
     }
     if info.device.type == "cuda":
         env["gpu_name"] = torch.cuda.get_device_name(info.device)

@@ -22,6 +22,7 @@ from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_D
 from cluster_cli.render.sssd_conf import CA_FILE, SSSD_CONF
 from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNIT_MARKER, UNITS_DIR, fstab_line, unit_name
 from cluster_cli.shared_storage import client_packages, mount_group
+from cluster_cli.containers import container_packages
 from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.secrets_store import ClusterSecrets
 
@@ -175,6 +176,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmd_spool_dir": paths.spool_dir,
         "slurmd_conf_server": conf_server(cluster),
         "slurmd_mpi_packages": mpi_packages(inventory),
+        "slurmd_container_packages": container_packages(inventory),
         # the document each host's file is made from (health_conf.HEALTH_DOCUMENT); empty: no health check
         "slurmd_health_config_src": str(build_dir / HEALTH_BUILD_DIR) if inventory.health_check.enabled else "",
         "slurmd_pam_adopt_allow": [
@@ -188,6 +190,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "login_examples_src": str(build_dir / EXAMPLES_BUILD_DIR),
         "login_examples_dir": training.examples_dir,
         "login_mpi_packages": mpi_packages(inventory),
+        "login_container_packages": container_packages(inventory),
         **monitoring_variables(cluster, build_dir),
         **directory_variables(cluster, build_dir),
         **storage_variables(cluster, build_dir),

@@ -10,6 +10,7 @@ from cluster_cli.cluster import Cluster
 from cluster_cli.errors import ClusterCliError
 from cluster_cli.paths import project_dir
 from cluster_cli.render.ansible_inventory import pam_adopt_node
+from cluster_cli.containers import container_packages
 from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.shared_storage import all_client_packages
 from cluster_cli.role_defaults import RoleDefaultError, role_default
@@ -76,6 +77,7 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
     if any(pam_adopt_node(cluster, host) for host in cluster.hosts.values()):
         wanted.add(PAM_ADOPT_PACKAGE)
     wanted.update(mpi_packages(cluster.inventory))
+    wanted.update(container_packages(cluster.inventory))
     wanted.update(all_client_packages(cluster.inventory))
     return sorted(wanted)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.containers import container_packages
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import host_daemons
@@ -96,7 +97,8 @@ def probe_request(
         "pidfiles": daemon_pidfiles(cluster, host),
         "programs": daemon_programs(cluster, host),
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
-        + cluster.mpi_packages + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else [])
+        + cluster.mpi_packages + container_packages(cluster.inventory)
+        + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else [])
         + all_client_packages(cluster.inventory),
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,

@@ -18,6 +18,7 @@ from cluster_cli.render.job_templates import render_job_templates
 from cluster_cli.render.alertmanager_conf import ALERTMANAGER_CONFIG, render_alertmanager_conf
 from cluster_cli.render.monitoring import render_monitoring
 from cluster_cli.render.nccl_conf import render_nccl_conf
+from cluster_cli.render.oci_conf import render_oci_conf
 from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.render.slurmdbd_conf import render_slurmdbd_conf
 from cluster_cli.render.sssd_conf import render_sssd
@@ -38,7 +39,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     cluster's Prometheus and its dashboards, Prometheus' configuration and the Slurm exporter's code
     where the inventory has a monitoring host (and Alertmanager's, a secret, with receivers), sssd.conf and its CA where it has a directory, the mount
     units where it has storage, the job
-    templates where there are login hosts;
+    templates where there are login hosts, oci.conf where containers are on;
     slurmdbd.conf only with accounting."""
     files = [
         RenderedFile("slurm/slurm.conf", render_slurm_conf(cluster)),
@@ -59,6 +60,9 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     topology = render_topology_conf(cluster)
     if topology is not None:
         files.append(RenderedFile("slurm/topology.conf", topology))
+    oci = render_oci_conf(cluster)
+    if oci is not None:
+        files.append(RenderedFile("slurm/oci.conf", oci))
     alertmanager = render_alertmanager_conf(cluster)
     if alertmanager is not None:
         files.append(RenderedFile(ALERTMANAGER_CONFIG, alertmanager, mode=0o600, secret=True))

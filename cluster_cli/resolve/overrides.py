@@ -1,4 +1,4 @@
-"""Free-form Slurm keys (slurm.conf, cgroup.conf overrides, partition options): none may set what the
+"""Free-form Slurm keys (slurm.conf, cgroup.conf and oci.conf overrides, partition options): none may set what the
 inventory sets from its own fields (a whole key, or an item of a list-valued key), none may repeat
 another in a different case, and the slurm.conf and cgroup.conf ones must be keys the target Slurm
 version documents (cluster_cli.slurm_facts).
@@ -32,6 +32,7 @@ def check_overrides(inventory: Inventory, problems: Problems) -> None:
     # Slurm reads its keys case-insensitively: `clustername` is ClusterName
     _check_case_repeats(("slurm", "conf"), inventory.slurm.conf, problems)
     _check_case_repeats(("cgroup", "overrides"), inventory.cgroup.overrides, problems)
+    _check_case_repeats(("containers", "oci_conf"), inventory.containers.oci_conf, problems)
     for index, partition in enumerate(inventory.partitions):
         _check_case_repeats(("partitions", index, "options"), partition.options, problems)
     for location, settings, managed in (
@@ -42,6 +43,29 @@ def check_overrides(inventory: Inventory, problems: Problems) -> None:
             problems.add(location + (key,), f"set by the inventory: use {field}")
     _check_owned_items(inventory.slurm.conf, problems)
     _check_documented_keys(inventory, problems)
+    _check_oci_conf_keys(inventory, problems)
+
+
+def _check_oci_conf_keys(inventory: Inventory, problems: Problems) -> None:
+    """Each `containers.oci_conf` key must be one the target series' oci.conf(5) documents
+    (cluster_cli/containers.py keeps each series' list: Debian ships no oci.conf man page). A series
+    without a list is not checked."""
+    if not inventory.containers.oci_conf:
+        return
+    from cluster_cli.containers import oci_conf_keys
+    from cluster_cli.slurm_facts import UnknownSlurmVersion, series
+
+    try:
+        target = series(inventory.slurm.version or DEFAULT_SLURM_SERIES)
+    except UnknownSlurmVersion:
+        return
+    keys = oci_conf_keys(target)
+    if keys is None:
+        return
+    documented = {key.lower(): key for key in keys}
+    for key in inventory.containers.oci_conf:
+        if key.lower() not in documented:
+            problems.add(("containers", "oci_conf", key), _unknown_key_message(key, "oci.conf", target, documented))
 
 
 def _check_documented_keys(inventory: Inventory, problems: Problems) -> None:

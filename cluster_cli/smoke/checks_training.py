@@ -37,10 +37,10 @@ def _gpu_name(result: dict[str, Any] | None) -> str | None:
 
 def submit(
     ctx: CheckContext, check: str, env: dict[str, str] | None = None, script_args: list[str] | None = None,
-    options: list[str] | None = None,
+    options: list[str] | None = None, script: str | None = None,
 ) -> tuple[str, Path, Path]:
-    """Submit training/<check>.sbatch over every target node, with sbatch ``options`` besides the
-    check's own; returns (job id, check dir, output)."""
+    """Submit training/<script>.sbatch (default: <check>.sbatch) over every target node, with sbatch
+    ``options`` besides the check's own; returns (job id, check dir, output)."""
     work = ctx.check_dir(check)
     target = ctx.target
     gpus = [f"--gpus-per-node={target.gpus_per_node}"] if target.real_gpus else []
@@ -61,7 +61,7 @@ def submit(
             *(options or []),
             f"--output={work}/slurm-%j.out",
             f"--chdir={work}",
-            str(ctx.training_dir / f"{check}.sbatch"),
+            str(ctx.training_dir / f"{script or check}.sbatch"),
             *(script_args or []),
         ],
         cwd=work,

@@ -2,7 +2,7 @@
 
 Each check has a scope: "partition" checks (launch, arrays, dependencies, salloc, pty,
 KillOnBadExit, MPI, a QoS's per-user GPU limit, fair share) run once per partition over its nodes; "group" checks (GPU binding, accounting,
-node fill, the training jobs, the all-nodes sweep) run once per node group in each partition,
+node fill, the training jobs, the container check, the all-nodes sweep) run once per node group in each partition,
 pinned to that group's nodes, with its GPU count, type and thresholds. A target of scope "whole"
 (one plain SmokeTarget) runs every check.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from cluster_cli.smoke import (
     checks_accounting,
     checks_cluster,
+    checks_container,
     checks_fairshare,
     checks_mpi,
     checks_nodes,
@@ -80,6 +81,10 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "ddp", "DDP: loss falls, ranks agree, scaling efficiency", checks_training.check_ddp, True, "group"
+    ),
+    Check(
+        "container", "DDP in an image via srun --container; its GPU device file opens only with the GPU",
+        checks_container.check_container, True, "group",
     ),
     Check("fsdp", "FSDP2 + sharded DCP checkpoint reload", checks_training.check_fsdp, True, "group"),
     Check(

@@ -102,6 +102,10 @@ class SmokeTarget:
     """mpi check: the cluster's MPI plugin (MpiDefault: "pmix" or "pmi2"); None: MPI is off, the check skips."""
     mpi4py: bool = False
     """mpi check: the training environment (``python``) has mpi4py; False: the check skips."""
+    containers: bool = False
+    """container check: the cluster has oci.conf and the runtime (containers.enabled); False: it skips."""
+    container_image: str | None = None
+    """container check: the image's root filesystem on the nodes (containers.image); None: it skips."""
     preemption: dict[str, str] | None = None
     """Preempt check: {"qos", "by", "account"}: the job runs in QoS "qos" and Slurm preempts it
     (REQUEUE) for a job of QoS "by", both usable by ``user`` in "account"; None: the check sends

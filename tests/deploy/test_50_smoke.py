@@ -3,8 +3,11 @@ the reports validate, and a node taken down makes the right check fail with a us
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import glob
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -17,15 +20,38 @@ import pytest
 from cluster_cli.loader import load_cluster
 from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
 from cluster_cli.smoke_control.inventory_targets import smoke_target
-from deployed import REPO, DeployedCluster
+from deployed import REPO, DeployedCluster, run_as
 
 pytestmark = [pytest.mark.deploy, pytest.mark.smoke]
 
 NEED_REAL_GPU = {"gpu"}
 
 
+def container_image(deployed_cluster: DeployedCluster) -> dict:
+    """The image the inventory's containers.image names, made with training/container_image.py
+    (debootstrap from the host's mirror, the training environment inside): built once, then found
+    by its content key (a second run takes seconds)."""
+    cluster = load_cluster(deployed_cluster.inventory)
+    image = cluster.inventory.containers.image
+    assert image is not None and image.endswith("/training/rootfs"), image
+    if shutil.which("debootstrap") is None:
+        pytest.skip("debootstrap is not installed: the container check's image cannot be made")
+    done = subprocess.run(
+        ["python3", str(REPO / "training" / "container_image.py"), "--out", str(Path(image).parents[1]),
+         "--venv", cluster.inventory.training.venv_path, "--mount-point", cluster.inventory.training.work_dir,
+         "--prune"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("container-image "))
+    made = json.loads(line.removeprefix("container-image "))
+    print(f"container image: {made}")
+    return made
+
+
 def test_full_smoke_suite_passes(deployed_cluster: DeployedCluster, tmp_path: Path) -> None:
     report_path, junit_path = tmp_path / "smoke.json", tmp_path / "smoke.xml"
+    container_image(deployed_cluster)
     completed = deployed_cluster.cli(
         "smoke", str(deployed_cluster.inventory), "--json", str(report_path), "--junit", str(junit_path), timeout=1200
     )
@@ -39,11 +65,64 @@ def test_full_smoke_suite_passes(deployed_cluster: DeployedCluster, tmp_path: Pa
             assert check["verdict"] == "skip" and check["reason"], check
         else:
             assert check["verdict"] == "pass", f"{name}: {check['reason']}\n{check.get('output_tail')}"
-    for name in ("allreduce", "ddp", "fsdp", "mpi"):
+    for name in ("allreduce", "ddp", "fsdp", "mpi", "container"):
         assert verdicts[name]["figure"] and verdicts[name]["figure"] > 0, verdicts[name]
     suite = ElementTree.parse(junit_path).getroot()
     cases = suite.iter("testcase")
     assert {case.get("name") for case in cases} >= set(verdicts)
+
+
+def test_a_cancelled_container_jobs_process_ends(deployed_cluster: DeployedCluster) -> None:
+    """oci.conf's RunTimeKill, which slurmstepd runs as root at the step's end and which drops to
+    the job's user (setpriv), ends a cancelled job's container: its processes live in a cgroup runc
+    made below the step's, which Slurm's process tracking does not signal (with RunTimeKill a no-op
+    for root, the container's sleep ran on after the job ended). Slurm 22.05 then leaves the job's
+    cgroup directories behind, empty (it tried to remove them while runc's was still there): the
+    test removes them, or a later job of the same id on this host (ids start again after a purge)
+    fails to set its cpuset ("Device or resource busy"); docs/containers.md."""
+    made = container_image(deployed_cluster)
+    cluster = load_cluster(deployed_cluster.inventory)
+    user = cluster.inventory.training.test_user
+    work = Path(cluster.inventory.training.work_dir) / f"container-cancel-{os.getpid()}"
+    work.mkdir()
+    shutil.chown(work, user, user)
+    job = ""
+    try:
+        run_as(user, "python3", str(REPO / "training" / "container_bundle.py"), "--image", str(made["rootfs"]),
+               "--bundle", str(work / "bundle"), "--bind", cluster.inventory.training.work_dir, cwd=work)
+        pid_file = work / "pid"
+        job = run_as(user, "sbatch", "--parsable", "--nodes=1", f"--output={work}/slurm-%j.out", "--wrap",
+                     f"srun --container={work / 'bundle'} /bin/sh -c 'echo $$ > {pid_file}; exec sleep 600'",
+                     cwd=work).strip().split(";")[0]
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert pid_file.exists(), (work / f"slurm-{job}.out").read_text() if (work / f"slurm-{job}.out").exists() else job
+        process = Path("/proc") / pid_file.read_text().strip()  # the host's PID: the bundle keeps its PID namespace
+        assert process.exists()
+        subprocess.run(["scancel", job], check=True, timeout=30)
+        deadline = time.monotonic() + 30
+        while process.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not process.exists(), f"the container's process {process.name} ran on after job {job} was cancelled"
+    finally:
+        if job:
+            subprocess.run(["scancel", job], timeout=30, check=False)
+            _remove_job_cgroups(job)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _remove_job_cgroups(job: str) -> None:
+    """The empty cgroup directories Slurm left for ``job`` (after its steps ended), deepest first."""
+    deadline = time.monotonic() + 30
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, check=False).stdout.strip() \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)  # slurmstepd's own end, after the job left squeue
+    for top in glob.glob(f"/sys/fs/cgroup/*/slurm_*/uid_*/job_{job}"):
+        for root, _dirs, _files in os.walk(top, topdown=False):
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
 
 
 def test_node_down_fails_the_srun_check_with_the_node_named(deployed_cluster: DeployedCluster) -> None:

@@ -117,6 +117,7 @@ def test_check_names_are_unique_and_cover_the_issue():
         "all-nodes",
         "allreduce",
         "ddp",
+        "container",
         "fsdp",
         "preempt",
         "gpu",

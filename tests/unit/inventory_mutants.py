@@ -80,6 +80,10 @@ ALWAYS_VALID = {"equivalent"}
 DocPath = tuple[str | int, ...]
 
 
+# Lists whose items may be a bare name instead of a mapping: a string there is valid.
+NAME_SHORTHAND_ITEMS = frozenset({("accounting", "users")})
+
+
 @dataclass(frozen=True)
 class Mutant:
     kind: str
@@ -279,7 +283,9 @@ class _Generator:
         for path in self.paths:  # sections and lists of the wrong shape
             value = get(self.document, path)
             if isinstance(value, dict) and model_at(path) is not None:
-                replacements: list[Any] = [list(value)[:2], "yes", 8]
+                # a bare name stands for the mapping there (`users: [alice]`, model._user_entry)
+                shorthand = tuple(path[:-1]) in NAME_SHORTHAND_ITEMS
+                replacements: list[Any] = [list(value)[:2], *([] if shorthand else ["yes"]), 8]
             elif isinstance(value, list):
                 replacements = [{"items": value[:1]}, 3]
             else:

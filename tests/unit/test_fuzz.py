@@ -27,6 +27,8 @@ SHIPPED_TEXTS["base"] = BASE
 SHIPPED_DATA = {name: yaml.safe_load(text) for name, text in SHIPPED_TEXTS.items()}
 PASSWORD = "fuzzPassword123"
 KEY_VALUE = re.compile(r"^[A-Za-z][A-Za-z0-9]*=\S*$")
+# oci.conf's values are runtime command patterns, each one whole in double quotes (render/oci_conf.py)
+QUOTED_KEY_VALUE = re.compile(r'^[A-Za-z][A-Za-z0-9]*="[^"\n]*"$')
 
 
 def check_outcome(text: str) -> Cluster | None:
@@ -48,12 +50,16 @@ def check_outcome(text: str) -> Cluster | None:
 
 
 def check_renders(cluster: Cluster) -> None:
-    """Every file renders; every setting line of the Slurm files is Key=Value words."""
+    """Every file renders; every setting line of the Slurm files is Key=Value words (oci.conf's: one
+    Key="value" each)."""
     files = render_configs(cluster, PASSWORD)
     for item in files:
         if item.path.startswith("slurm/"):
             for line in item.content.splitlines():
                 if not line or line.startswith("#"):
+                    continue
+                if item.path == "slurm/oci.conf":
+                    assert QUOTED_KEY_VALUE.match(line), f"{item.path}: {line!r}"
                     continue
                 for word in line.split(" "):
                     assert KEY_VALUE.match(word), f"{item.path}: {line!r}"

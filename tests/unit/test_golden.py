@@ -113,7 +113,10 @@ def test_expected_files_per_inventory():
         "nccl/nccl.conf",
         "slurm/cgroup.conf",
         "slurm/gres.conf",
+        "slurm/oci.conf",
         "slurm/slurm.conf",
         "slurm/slurmdbd.conf",
     ]
     assert "slurm/topology.conf" in golden_files("gpu-cluster")
+    # containers.enabled: oci.conf only where the inventory turns containers on
+    assert "slurm/oci.conf" not in golden_files("gpu-cluster")

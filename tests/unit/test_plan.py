@@ -46,6 +46,7 @@ def _converged_probe(cluster, rendered) -> HostProbe:
     packages = {name: VERSION for name in ("slurm-client", "slurmctld", "slurmd", "slurmdbd")} | {"munge": "0.5.15"}
     packages |= {"prometheus-node-exporter": "1.5.0-1+b6", "prometheus": "2.42.0+ds-5+deb12u1"}
     packages |= {"libpmix-dev": "4.2.2-1+deb12u1", "openmpi-bin": "4.1.4-3+b1"}
+    packages |= {"runc": "1.1.5+ds1-1+deb12u1"}
     controller = {"state_cluster_name": cluster.name, "error": None, "jobs": [],
                   "nodes": [{"name": node.name, "state": "idle", "reason": "none", "user": "Unknown", "time": "Unknown"}
                             for node in cluster.nodes]}
@@ -376,4 +377,22 @@ def test_the_mpi_packages_missing_on_a_compute_and_login_host_are_package_change
     rendered = _rendered(without)
     probe = _converged_probe(without, rendered)
     del probe.packages["openmpi-bin"], probe.packages["libpmix-dev"]
+    assert _plan(without, rendered, probe).changes == []
+
+
+def test_the_container_runtime_missing_on_a_compute_and_login_host_is_a_package_change(tmp_path: Path) -> None:
+    # the local inventory has containers.enabled: true, and its one host is a compute and a login host
+    cluster = local_cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    del probe.packages["runc"]
+    changes = [(change.subject, change.impact, change.detail) for change in _plan(cluster, rendered, probe).changes]
+    assert changes == [("runc", Impact.PACKAGE, "not installed: install")]
+    (tmp_path / "off").mkdir()
+    without = local_cluster(tmp_path / "off", lambda text: text.replace("containers:\n  enabled: true\n",
+                                                                        "containers:\n  enabled: false\n"))
+    rendered = _rendered(without)
+    assert "slurm/oci.conf" not in rendered
+    probe = _converged_probe(without, rendered)
+    del probe.packages["runc"]
     assert _plan(without, rendered, probe).changes == []

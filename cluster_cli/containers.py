@@ -1,0 +1,89 @@
+"""Slurm's own OCI container support (`srun --container=BUNDLE`, docs/containers.md): whether the
+cluster sets it up (`containers.enabled`), the runtime's package, and oci.conf.
+
+The one home of its rules: render/oci_conf.py, the roles' package lists, plan, probe, the bundle,
+the override check and the smoke suite's target all ask here.
+
+Why rootless runc: Slurm starts the container as the job's user, "with no special permissions"
+(containers.html of 22.05 and 24.11, "Known limitations"), so a runtime that needs root cannot
+serve it; runc and crun both run rootless, and Debian ships both (runc 1.1.5 on Debian 12,
+1.1.15 on 13). runc is the one proven here (the local cluster's smoke check `container`).
+"""
+
+from __future__ import annotations
+
+from cluster_cli.model import Inventory
+
+# The package of each runtime `containers.runtime` may name; compute hosts run it (slurmstepd calls
+# it), login hosts too (users make their bundle's config.json there with `runc spec --rootless`).
+RUNTIME_PACKAGES = {"runc": ("runc",)}
+CONTAINER_ROLES = frozenset({"compute", "login"})
+
+# Each series' oci.conf keys, spelled as its oci.conf(5) has them. Debian packages no oci.conf man
+# page (slurm-client has none), so they are read from slurm-wlm-doc's oci.conf.html of each release:
+# Debian 12's 22.05.8 and Debian 13's 24.11.5 (tests/unit/test_containers.py reads the installed
+# page again where slurm-wlm-doc is installed). A series not here (26.05) is not checked.
+OCI_CONF_KEYS: dict[str, frozenset[str]] = {
+    "22.05": frozenset({
+        "ContainerPath", "CreateEnvFile", "RunTimeCreate", "RunTimeDelete", "RunTimeKill", "RunTimeQuery",
+        "RunTimeRun", "RunTimeStart",
+    }),
+    "24.11": frozenset({
+        "ContainerPath", "CreateEnvFile", "DebugFlags", "DisableCleanup", "DisableHooks", "EnvExclude",
+        "FileDebug", "IgnoreFileConfigJson", "MountSpoolDir", "RunTimeCreate", "RunTimeDelete", "RunTimeEnvExclude",
+        "RunTimeKill", "RunTimeQuery", "RunTimeRun", "RunTimeStart", "SrunArgs", "SrunPath", "StdIODebug",
+        "SyslogDebug",
+    }),
+}
+
+# Where runc keeps its state (--root): the step's own bundle directory that slurmstepd makes (%b:
+# SlurmdSpoolDir/oci-jobJJJJJ-SSSSS/, made by root in the root-owned spool directory, then chowned
+# to the job's user, mode 0750), so no other user can make it first or read it, unlike the /tmp of
+# Slurm's examples (any user can make /tmp/runc-<victim> before the victim's first job). One per
+# step and node; RunTimeQuery, RunTimeKill and RunTimeDelete of the step name the same %b. Not a
+# subdirectory of it: `runc run` removes its container's state directory when the container ends,
+# and slurmstepd then removes config.json and %b itself (rmdir), which a left-over empty
+# subdirectory would refuse (one directory left in the spool per step). A cancelled step leaves
+# its %b, empty: slurmstepd's rmdir comes before the RunTimeDelete that removes runc's state.
+RUNC_ROOT = "%b"
+# The container's name: node, user, job, step, task (Slurm's examples): unique on a host that runs
+# several slurmd.
+CONTAINER_ID = "%n.%u.%j.%s.%t"
+
+
+def containers_enabled(inventory: Inventory) -> bool:
+    return inventory.containers.enabled
+
+
+def container_packages(inventory: Inventory) -> list[str]:
+    """The Debian packages compute and login hosts get for containers (none with containers off)."""
+    containers = inventory.containers
+    return list(RUNTIME_PACKAGES[containers.runtime]) if containers.enabled else []
+
+
+def as_the_user(command: str) -> str:
+    """``command`` run as the job's user even where slurmstepd runs it as root: Slurm 22.05 runs
+    RunTimeQuery, RunTimeKill and RunTimeDelete at the step's end as root (uid 0, seen on the local
+    cluster), and runc would then act as root on a state the job's user wrote (a state.json naming any
+    process or cgroup). setpriv (util-linux) drops to the user first; as the user it runs as it is.
+    No double quotes: Slurm's parser ends the value at one."""
+    return f"[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {command}; exec {command}"
+
+
+def oci_conf_defaults(runtime: str) -> dict[str, str]:
+    """oci.conf's RunTime* patterns for ``runtime``: `run` (Slurm's recommendation: no polling), and
+    the state, kill and delete commands Slurm runs at the step's end (they end a cancelled step's
+    container: its processes are in a cgroup runc made below the step's, which Slurm's process
+    tracking does not signal), all rootless and all as the job's user."""
+    command = f"{runtime} --rootless=true --root={RUNC_ROOT}"
+    return {
+        "RunTimeQuery": as_the_user(f"{command} state {CONTAINER_ID}"),
+        "RunTimeKill": as_the_user(f"{command} kill -a {CONTAINER_ID}"),
+        "RunTimeDelete": as_the_user(f"{command} delete --force {CONTAINER_ID}"),
+        "RunTimeRun": f"{command} run {CONTAINER_ID} -b %b",
+    }
+
+
+def oci_conf_keys(series: str) -> frozenset[str] | None:
+    """The keys ``series``' oci.conf(5) documents; None: a series without a list here (not checked)."""
+    return OCI_CONF_KEYS.get(series)

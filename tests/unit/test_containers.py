@@ -1,0 +1,142 @@
+"""Container jobs as inventory data (cluster_cli/containers.py): oci.conf, the runtime's package on
+compute and login hosts, and the refusals at file:line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from unit_helpers import BASE, SHIPPED_INVENTORIES, load, problem, problems
+
+from cluster_cli.ansible.variables import cluster_variables
+from cluster_cli.bundle.packages import debian_packages
+from cluster_cli.containers import OCI_CONF_KEYS
+from cluster_cli.host_files import files_by_host
+from cluster_cli.loader import load_cluster
+from cluster_cli.render import render_configs
+from cluster_cli.render.oci_conf import render_oci_conf
+from cluster_cli.secrets_store import ClusterSecrets
+
+ON = "containers:\n  enabled: true\n"
+OCI_CONF_HTML = Path("/usr/share/doc/slurm-wlm/html/oci.conf.html")
+
+
+def _variables(text: str, tmp_path: Path) -> dict:
+    secrets = tmp_path / "secrets"
+    return cluster_variables(load(text), tmp_path, ClusterSecrets(secrets, secrets / "munge.key", secrets / "db"))
+
+
+def test_off_by_default_no_oci_conf_no_runtime(tmp_path: Path) -> None:
+    cluster = load(BASE)
+    assert render_oci_conf(cluster) is None
+    assert "slurm/oci.conf" not in {item.path for item in render_configs(cluster, None)}
+    variables = _variables(BASE, tmp_path)
+    assert variables["slurmd_container_packages"] == variables["login_container_packages"] == []
+    assert "runc" not in debian_packages(cluster)
+
+
+def test_on_runc_rootless_in_the_steps_own_directory_on_compute_and_login_hosts(tmp_path: Path) -> None:
+    cluster = load(BASE + ON)
+    text = render_oci_conf(cluster)
+    assert text is not None
+    lines = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    as_user = "[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {0}; exec {0}"
+    runc = "runc --rootless=true --root=%b"
+    assert lines == {
+        "RunTimeDelete": '"' + as_user.format(f"{runc} delete --force %n.%u.%j.%s.%t") + '"',
+        "RunTimeKill": '"' + as_user.format(f"{runc} kill -a %n.%u.%j.%s.%t") + '"',
+        "RunTimeQuery": '"' + as_user.format(f"{runc} state %n.%u.%j.%s.%t") + '"',
+        "RunTimeRun": f'"{runc} run %n.%u.%j.%s.%t -b %b"',
+    }
+    # never a state directory another user can make first (Slurm's examples use /tmp)
+    assert "/tmp" not in text
+    variables = _variables(BASE + ON, tmp_path)
+    assert variables["slurmd_container_packages"] == variables["login_container_packages"] == ["runc"]
+    assert "runc" in debian_packages(cluster)
+
+
+def test_every_host_holds_oci_conf_where_containers_are_on_and_none_where_off() -> None:
+    for text, wanted in ((BASE + ON, True), (BASE, False)):
+        cluster = load(text)
+        rendered = {item.path: item.content for item in render_configs(cluster, None)}
+        for host, files in files_by_host(cluster, rendered, b"key").items():
+            oci = [item for item in files if item.path == "/etc/slurm/oci.conf"]
+            assert len(oci) == 1, host
+            assert (oci[0].sha256 is not None) is wanted, host  # None: the host must not have it
+
+
+def test_overrides_are_merged_and_quoted() -> None:
+    text = BASE + ON + "  oci_conf:\n    runtimerun: null\n    RunTimeCreate: runc create %n -b %b\n    CreateEnvFile: true\n"
+    rendered = render_oci_conf(load(text)) or ""
+    assert 'RunTimeCreate="runc create %n -b %b"' in rendered and 'CreateEnvFile="true"' in rendered
+    assert "RunTimeRun" not in rendered
+
+
+def test_an_oci_conf_key_the_series_does_not_know_is_refused_at_its_line() -> None:
+    text = BASE + ON + "  oci_conf:\n    EnvExclude: '^SLURM_CONF='\n"
+    assert problems(text) == [problem(text, "EnvExclude: '^SLURM_CONF='", "containers.oci_conf.EnvExclude",
+                                      "not a oci.conf key of Slurm 22.05 (oci.conf(5))")]
+    # 24.11 has it
+    assert problems(text + "slurm:\n  version: 24.11.5-4+deb13u1\n") == []
+    typo = BASE + ON + "  oci_conf:\n    RunTimeRunn: runc run\n"
+    assert problems(typo) == [problem(typo, "RunTimeRunn: runc run", "containers.oci_conf.RunTimeRunn",
+                                      "not a oci.conf key of Slurm 22.05 (oci.conf(5)): did you mean RunTimeRun?")]
+
+
+def test_an_unknown_runtime_a_quote_and_a_repeated_key_are_refused_at_their_lines() -> None:
+    runtime = BASE + ON + "  runtime: docker\n"
+    assert problems(runtime) == [problem(runtime, "runtime: docker", "containers.runtime", "Input should be 'runc'")]
+    quoted = BASE + ON + "  oci_conf:\n    RunTimeRun: 'runc run \"x\"'\n"
+    assert len(problems(quoted)) == 1 and "cannot hold '\"'" in problems(quoted)[0]
+    assert problems(quoted)[0].startswith(problem(quoted, "RunTimeRun: 'runc run", "containers.oci_conf.RunTimeRun", ""))
+    repeated = BASE + ON + "  oci_conf:\n    RunTimeRun: a\n    runtimerun: b\n"
+    assert problems(repeated) == [problem(repeated, "runtimerun: b", "containers.oci_conf.runtimerun",
+                                          "the same key as 'RunTimeRun': Slurm ignores case in keys")]
+
+
+def test_an_image_path_must_be_absolute() -> None:
+    text = BASE + ON + "  image: images/training\n"
+    assert len(problems(text)) == 1 and "containers.image" in problems(text)[0]
+
+
+def test_the_local_cluster_runs_containers_with_an_image() -> None:
+    cluster = load_cluster(SHIPPED_INVENTORIES["local"])
+    assert cluster.inventory.containers.enabled
+    assert cluster.inventory.containers.image == "/var/cache/cluster-cli/images/training/rootfs"
+
+
+@pytest.mark.skipif(not OCI_CONF_HTML.is_file(), reason="slurm-wlm-doc is not installed (its oci.conf.html)")
+def test_the_22_05_keys_are_the_installed_oci_conf_pages() -> None:
+    """Debian 12's slurm-wlm-doc is 22.05's: its oci.conf(5) lists exactly these keys."""
+    page = OCI_CONF_HTML.read_text(encoding="utf-8")
+    if "Version 22.05" not in page:
+        pytest.skip("the installed slurm-wlm-doc is not 22.05's")
+    keys = {match.split("=", 1)[0] for match in re.findall(r"<dt><B>([A-Za-z]+(?:=[^<]*)?)</B>", page)}
+    assert keys == set(OCI_CONF_KEYS["22.05"])
+
+
+def test_the_end_of_step_commands_drop_to_the_jobs_user_when_slurmstepd_runs_them_as_root(tmp_path: Path) -> None:
+    """Slurm 22.05 runs RunTimeQuery/Kill/Delete as root at the step's end: each must run runc as
+    the job's user (setpriv), never as root on a state that user wrote; as the user it runs as is.
+    The pattern is run by /bin/sh as Slurm runs it, with stand-ins for id, setpriv and runc."""
+    text = render_oci_conf(load(BASE + ON)) or ""
+    kill = next(line for line in text.splitlines() if line.startswith("RunTimeKill="))
+    pattern = kill.split("=", 1)[1].strip('"').replace("%u", "alice").replace("%b", "/spool/b").replace(
+        "%n.alice.%j.%s.%t", "c1")
+    assert '"' not in pattern
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("id", 'if [ "$1" = -u ]; then echo "$FAKE_UID"; else echo 5000; fi'),
+                       ("setpriv", 'echo "setpriv $*"'), ("runc", 'echo "runc $*"')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    runs = {}
+    for uid in ("0", "5001"):
+        done = subprocess.run(["/bin/sh", "-c", pattern], capture_output=True, text=True, check=True,
+                              env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_UID": uid})
+        runs[uid] = done.stdout.strip()
+    assert runs["0"] == ("setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b"
+                         " kill -a c1")
+    assert runs["5001"] == "runc --rootless=true --root=/spool/b kill -a c1"
