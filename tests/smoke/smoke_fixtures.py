@@ -1,8 +1,25 @@
-"""Result documents shaped like the ones training/*.py write, for the verdict tests."""
+"""Result documents shaped like the ones training/*.py write, for the verdict tests; and a check
+run where it cannot run, for the checks' skip reasons."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from cluster_cli.smoke.context import CheckContext
+from cluster_cli.smoke.report import CheckResult, Verdict
+from cluster_cli.smoke.target import SmokeTarget
+
+
+def skip_reason(check: Callable[[CheckContext], CheckResult], **target: object) -> str:
+    """Why ``check`` skips on a two-node target with ``target``'s fields (no session: a check that
+    tried to run a command would fail here)."""
+    context = CheckContext(SmokeTarget(**{"nodes": ["n1", "n2"], "work_dir": Path("/w"), **target}),  # type: ignore[arg-type]
+                           session=None, run_id="r", run_home=None, training_dir=Path("/t"), config={})  # type: ignore[arg-type]
+    result = check(context)
+    assert result.verdict is Verdict.SKIP
+    return result.reason
 
 
 def env(device: str = "cpu", world: int = 3, gpu_name: str | None = None) -> dict[str, Any]:

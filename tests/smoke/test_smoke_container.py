@@ -3,12 +3,10 @@ ranks ran in the image, and the probes of a job with and without a GPU inside th
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from cluster_cli.smoke.checks_container import check_container, judge_container
-from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.report import CheckResult, Verdict
-from cluster_cli.smoke.target import SmokeTarget
+import smoke_fixtures as fx
 
 IMAGE = "cluster-cli container image: bookworm from http://deb.debian.org/debian, /opt/cluster-training/venv"
 TRAINED = CheckResult("ddp", Verdict.PASS, "loss fell", 120.0, "samples_per_s", "samples/s", job_ids=["7"])
@@ -55,11 +53,7 @@ def test_home_or_work_area_missing_inside_and_a_failed_step_fail():
 
 
 def _skipped(**target: object) -> str:
-    context = CheckContext(SmokeTarget(**{"nodes": ["n1", "n2"], "work_dir": Path("/w"), **target}),  # type: ignore[arg-type]
-                           session=None, run_id="r", run_home=None, training_dir=Path("/t"), config={})  # type: ignore[arg-type]
-    result = check_container(context)
-    assert result.verdict is Verdict.SKIP
-    return result.reason
+    return fx.skip_reason(check_container, **target)
 
 
 def test_the_check_skips_with_its_reason_where_it_cannot_run():

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from cluster_cli.smoke.checks_mpi import RESULT_MARK, _result_line, check_mpi, judge_mpi
-from cluster_cli.smoke.context import CheckContext
 from cluster_cli.smoke.report import Verdict
-from cluster_cli.smoke.target import SmokeTarget
+import smoke_fixtures as fx
 
 GOOD = {"size": 4, "slurm_ntasks": 4, "sum": 10, "expected_sum": 10, "nodes": {"node1": 2, "node2": 2},
         "latency_us": 12.5, "latency_peer": 2, "iterations": 1000, "pmix": True, "library": "Open MPI v4.1.4"}
@@ -47,11 +45,7 @@ def test_the_result_line_is_found_among_the_mpi_librarys_own_output():
 
 
 def _skipped(**target: object) -> str:
-    context = CheckContext(SmokeTarget(**{"nodes": ["n1", "n2"], "work_dir": Path("/w"), **target}),  # type: ignore[arg-type]
-                           session=None, run_id="r", run_home=None, training_dir=Path("/t"), config={})  # type: ignore[arg-type]
-    result = check_mpi(context)
-    assert result.verdict is Verdict.SKIP
-    return result.reason
+    return fx.skip_reason(check_mpi, **target)
 
 
 def test_the_check_skips_with_its_reason_where_it_cannot_run():
