@@ -1,8 +1,8 @@
 """Slurm's own OCI container support (`srun --container=BUNDLE`, docs/containers.md): whether the
 cluster sets it up (`containers.enabled`), the runtime's package, and oci.conf.
 
-The one home of its rules: render/oci_conf.py, the roles' package lists, plan, probe, the bundle,
-the override check and the smoke suite's target all ask here.
+The one home of its rules: render/oci_conf.py, the roles' package lists, plan, probe, the bundle
+and the override check ask here.
 
 Why rootless runc: Slurm starts the container as the job's user, "with no special permissions"
 (containers.html of 22.05 and 24.11, "Known limitations"), so a runtime that needs root cannot
@@ -49,10 +49,6 @@ RUNC_ROOT = "%b"
 # The container's name: node, user, job, step, task (Slurm's examples): unique on a host that runs
 # several slurmd.
 CONTAINER_ID = "%n.%u.%j.%s.%t"
-
-
-def containers_enabled(inventory: Inventory) -> bool:
-    return inventory.containers.enabled
 
 
 def container_packages(inventory: Inventory) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from cluster_cli.cluster import Cluster
 from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode, InventoryError
-from cluster_cli.host_files import HostFile, files_by_host
+from cluster_cli.host_files import SLURM_CONFIGS, HostFile, files_by_host
 from cluster_cli.hostlist import expand
 from cluster_cli.containers import CONTAINER_ROLES, container_packages
 from cluster_cli.mpi_launch import MPI_ROLES
@@ -33,7 +33,8 @@ from cluster_cli.stranded import JobOnNodes, NodeAllocation, stranded_nodes
 
 # Lines whose value is a secret are masked in every diff a plan prints.
 SECRET_LINE = re.compile(r"(?i)^(\s*[\w.]*(pass|password|secret|token|key)\w*\s*[=:]\s*)\S.*$")
-SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "oci.conf")
+# The Slurm configuration files by name: host_files.SLURM_CONFIGS without their build-directory folder.
+SLURM_FILES = tuple(source.removeprefix("slurm/") for source in SLURM_CONFIGS)
 
 
 class Impact(str, Enum):
