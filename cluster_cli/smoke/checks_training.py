@@ -25,9 +25,14 @@ from cluster_cli.smoke.text import read_excerpt, read_job_text
 PREEMPT_HOLD_STEP = 5
 # launch.sh prints this when a launch failed after writing its complete result.
 TEARDOWN_WARNING = "teardown-warning:"
-# Slurm rejects a credential made in the same second it revoked the job's last one
-# (slurm_cred.c: ctime <= revoked), so a requeued job may start 2 s from now at the earliest.
-REQUEUE_START = "now+2"
+# Slurm holds a requeued job for AuthInfo cred_expire (120 s by default). To start it sooner its
+# start time is set to now, but only REQUEUE_SETTLE_S after it was seen requeued: Slurm rejects a
+# credential made in the same second it revoked the job's last one (slurm_cred.c: ctime <= revoked),
+# and the revocation came before the job showed as requeued. A start time still in the future
+# ("now+2") would wait for the next scheduling pass, 26 s on the local cluster; becoming eligible
+# in the update itself, the job is scheduled at once.
+REQUEUE_SETTLE_S = 1.5
+REQUEUE_START = "now"
 
 
 def _gpu_name(result: dict[str, Any] | None) -> str | None:
@@ -37,12 +42,13 @@ def _gpu_name(result: dict[str, Any] | None) -> str | None:
 
 def submit(
     ctx: CheckContext, check: str, env: dict[str, str] | None = None, script_args: list[str] | None = None,
-    options: list[str] | None = None, script: str | None = None,
+    options: list[str] | None = None, script: str | None = None, nodes: list[str] | None = None,
 ) -> tuple[str, Path, Path]:
-    """Submit training/<script>.sbatch (default: <check>.sbatch) over every target node, with sbatch
-    ``options`` besides the check's own; returns (job id, check dir, output)."""
+    """Submit training/<script>.sbatch (default: <check>.sbatch) over every target node (or over
+    ``nodes``), with sbatch ``options`` besides the check's own; returns (job id, check dir, output)."""
     work = ctx.check_dir(check)
     target = ctx.target
+    placement = ctx.all_nodes_args() if nodes is None else [f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
     gpus = [f"--gpus-per-node={target.gpus_per_node}"] if target.real_gpus else []
     job_env = {
         "TRAIN_PYTHON": target.python,
@@ -53,7 +59,7 @@ def submit(
     job = ctx.session.sbatch(
         [
             *ctx.job_args(check),
-            *ctx.all_nodes_args(),
+            *placement,
             "--ntasks-per-node=1",
             "--exclusive",
             "--mem=0",
@@ -184,7 +190,7 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
             return _finish(CheckResult("preempt", Verdict.FAIL,
                                        f"scancel --batch --signal=USR1 failed: {signalled.output}"), job, output)
     try:
-        return _resumed(ctx, job, output, run_dir, preemptor)
+        return wait_resumed(ctx, job, output, run_dir, preemptor)
     finally:
         if preemptor:
             ctx.session.cancel(preemptor)
@@ -202,27 +208,28 @@ def _preemptor(ctx: CheckContext, work: Path, preemption: dict[str, str]) -> str
     ], cwd=work)
 
 
-def _resumed(ctx: CheckContext, job: str, output: Path, run_dir: Path, preemptor: str | None) -> CheckResult:
-    """Wait for the requeued job to resume and finish, and judge it (and the preemptor's run)."""
+def wait_resumed(
+    ctx: CheckContext, job: str, output: Path, run_dir: Path, preemptor: str | None,
+    check: str = "preempt", moved_to: str | None = None,
+) -> CheckResult:
+    """Wait for the requeued job to resume and finish, and judge it (and the preemptor's run).
+    ``moved_to``: the node the requeued job must resume on (its required node list changed while
+    it waits)."""
     signal_time = time.monotonic()
     resumed_at: list[float] = []
+    moved: list[bool] = []
     expedited: list[bool] = []
 
     def watch(info: JobInfo) -> None:
         if info.restarts >= 1 and info.state == "RUNNING" and not resumed_at:
             resumed_at.append(time.monotonic())
-        if (
-            ctx.target.expedite_requeue
-            and not expedited
-            and info.restarts >= 1
-            and info.state == "PENDING"
-            and info.get("Reason") == "BeginTime"
-        ):
-            # Slurm holds a requeued job for cred_expire (120 s by default); start it sooner.
-            done = ctx.session.run(
-                ["scontrol", "update", f"JobId={job}", f"StartTime={REQUEUE_START}"], timeout=30
-            )
-            expedited.append(done.returncode == 0)
+        if info.restarts < 1 or info.state != "PENDING":
+            return
+        if moved_to and not moved:
+            moved.append(_update_job(ctx, job, f"ReqNodeList={moved_to}"))
+        if ctx.target.expedite_requeue and not expedited and info.get("Reason") == "BeginTime":
+            time.sleep(REQUEUE_SETTLE_S)
+            expedited.append(_update_job(ctx, job, f"StartTime={REQUEUE_START}"))
 
     info = ctx.session.wait(job, ctx.remaining(), on_poll=watch)
     checkpoint_step = _checkpoint_step(output)
@@ -231,8 +238,10 @@ def _resumed(ctx: CheckContext, job: str, output: Path, run_dir: Path, preemptor
     preempted_by = ctx.session.job_info(preemptor) if preemptor else None
 
     def judged() -> CheckResult:
-        result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround)
+        result = judge.judge_preempt(train, info.restarts, checkpoint_step, turnaround, check)
         result.details["expedited_requeue"] = bool(expedited and expedited[0])
+        if moved_to:
+            result.details["moved"] = bool(moved and moved[0])
         if preempted_by is not None:
             result = judge.judge_preemptor(result, preempted_by.job_id, preempted_by.state, ctx.target.preemption or {})
         return result
@@ -240,7 +249,11 @@ def _resumed(ctx: CheckContext, job: str, output: Path, run_dir: Path, preemptor
     if info.restarts < 1:  # never requeued: the judge says so, whatever the job's end
         return _finish(judged(), job, output)
     resumed = train is not None and train.get("status") == "completed" and train.get("restart_count", 0) >= 1
-    return _on_evidence("preempt", info, output, resumed, "the resumed incarnation failed", judged)
+    return _on_evidence(check, info, output, resumed, "the resumed incarnation failed", judged)
+
+
+def _update_job(ctx: CheckContext, job: str, field: str) -> bool:
+    return ctx.session.run(["scontrol", "update", f"JobId={job}", field], timeout=30).returncode == 0
 
 
 def _checkpoint_step(output: Path) -> int | None:
@@ -256,6 +269,20 @@ def _checkpoint_step(output: Path) -> int | None:
             except (IndexError, ValueError):
                 return None
     return None
+
+
+def incarnation_nodes(output: Path) -> dict[int, str]:
+    """The nodes each incarnation of a preempt.sbatch job ran on, as the script logged them."""
+    try:
+        text = read_job_text(output)
+    except OSError:
+        return {}
+    nodes: dict[int, str] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 7 and words[0] == "incarnation" and words[1].isdigit() and words[5] == "on":
+            nodes[int(words[1])] = words[6]
+    return nodes
 
 
 def check_gpu(ctx: CheckContext) -> CheckResult:

@@ -192,6 +192,7 @@ def judge_preempt(
     restarts: int,
     checkpoint_step: int | None,
     turnaround_s: float | None,
+    name: str = "preempt",
 ) -> CheckResult:
     """The job was requeued by Slurm, resumed where it checkpointed, and matches an uninterrupted run."""
     details: dict[str, Any] = {
@@ -201,14 +202,14 @@ def judge_preempt(
     }
     if restarts < 1:
         return CheckResult(
-            "preempt", Verdict.FAIL, "the job was never requeued (Restarts=0)", details=details
+            name, Verdict.FAIL, "the job was never requeued (Restarts=0)", details=details
         )
     if train is None:
-        return CheckResult("preempt", Verdict.FAIL, "the resumed run wrote no result", details=details)
+        return CheckResult(name, Verdict.FAIL, "the resumed run wrote no result", details=details)
     details.update(resumed_from_step=train.get("resumed_from_step"), restart_count=train.get("restart_count"))
     if train.get("status") != "completed" or int(train.get("restart_count", 0)) < 1:
         return CheckResult(
-            "preempt",
+            name,
             Verdict.FAIL,
             f"last result is {train.get('status')!r} from incarnation {train.get('restart_count')}, "
             "not a completed run after the requeue",
@@ -216,14 +217,14 @@ def judge_preempt(
         )
     if checkpoint_step is None or train.get("resumed_from_step") != checkpoint_step:
         return CheckResult(
-            "preempt",
+            name,
             Verdict.FAIL,
             f"checkpointed at step {checkpoint_step} but resumed at step {train.get('resumed_from_step')}",
             details=details,
         )
     if "bitwise_equal" not in train:
         return CheckResult(
-            "preempt",
+            name,
             Verdict.FAIL,
             "the resumed run reported no comparison with an uninterrupted run",
             details=details,
@@ -234,7 +235,7 @@ def judge_preempt(
     diff = float(train.get("max_abs_diff", float("inf")))
     if not bitwise and (not on_gpu or diff > GPU_RESUME_TOLERANCE):
         return CheckResult(
-            "preempt",
+            name,
             Verdict.FAIL,
             f"final weights differ from the uninterrupted run (max |diff| {diff:.3g}"
             f"{'' if on_gpu else '; CPU runs must match bitwise'})",
@@ -245,8 +246,32 @@ def judge_preempt(
     )
     seen = f"requeued {restarts}x, resumed at step {checkpoint_step}, final weights {equality} to an uninterrupted run"
     if turnaround_s is None:
-        return CheckResult("preempt", Verdict.PASS, seen, details=details)
-    return _bounded("preempt", turnaround_s, None, "requeue->running", "s", seen, details=details)
+        return CheckResult(name, Verdict.PASS, seen, details=details)
+    return _bounded(name, turnaround_s, None, "requeue->running", "s", seen, details=details)
+
+
+def judge_moved_resume(result: CheckResult, first: str, second: str, incarnations: dict[int, str]) -> CheckResult:
+    """A preempt verdict (``judge_preempt``) held to where the job ran: its first incarnation on
+    ``first``, the resumed one on ``second``, so that the checkpoint crossed between the two nodes.
+    The figure is the steps trained again after the requeue beyond the checkpoint: 0."""
+    last = incarnations[max(incarnations)] if incarnations else None
+    result.details.update(
+        first_node=first, second_node=second, incarnation_nodes={str(k): v for k, v in sorted(incarnations.items())}
+    )
+    if result.verdict is not Verdict.PASS:
+        return result
+    if incarnations.get(0) != first or last != second or len(incarnations) < 2:
+        result.verdict = Verdict.FAIL
+        result.reason = (
+            f"the first incarnation ran on {incarnations.get(0) or 'an unlogged node'} and the last on "
+            f"{last or 'an unlogged node'}; expected {first}, then {second}: the checkpoint did not cross nodes"
+        )
+        return result
+    repeated = int(result.details["checkpoint_step"]) - int(result.details["resumed_from_step"])
+    result.figure, result.figure_name, result.unit = float(repeated), "steps repeated", "steps"
+    result.threshold, result.comparison = 0.0, "<="
+    result.reason = f"checkpointed on {first}, resumed on {second}: " + result.reason
+    return result
 
 
 def judge_gpu(result: dict[str, Any], bounds: Thresholds) -> CheckResult:

@@ -2,7 +2,7 @@
 
 Each check has a scope: "partition" checks (launch, arrays, dependencies, salloc, pty,
 KillOnBadExit, MPI, a QoS's per-user GPU limit, fair share) run once per partition over its nodes; "group" checks (GPU binding, accounting,
-node fill, the training jobs, the container check, the all-nodes sweep) run once per node group in each partition,
+node fill, the training jobs, the container check, shared storage, the all-nodes sweep) run once per node group in each partition,
 pinned to that group's nodes, with its GPU count, type and thresholds. A target of scope "whole"
 (one plain SmokeTarget) runs every check.
 """
@@ -19,6 +19,7 @@ from cluster_cli.smoke import (
     checks_fairshare,
     checks_mpi,
     checks_nodes,
+    checks_storage,
     checks_training,
 )
 from cluster_cli.smoke.context import CheckContext
@@ -89,6 +90,10 @@ CHECKS: tuple[Check, ...] = (
     Check("fsdp", "FSDP2 + sharded DCP checkpoint reload", checks_training.check_fsdp, True, "group"),
     Check(
         "preempt", "USR1 checkpoint, requeue, bitwise resume", checks_training.check_preempt, True, "group"
+    ),
+    Check(
+        "shared-storage", "a file crosses two nodes; a requeued training resumes on the other node from its checkpoint",
+        checks_storage.check_shared_storage, True, "group",
     ),
     Check("gpu", "per-GPU bf16 matmul and copy bandwidth", checks_training.check_gpu, True, "group"),
 )

@@ -15,7 +15,7 @@ import pytest
 from conftest import IDLE_AFTER_JOBS_S, ClusterView
 
 from cluster_cli.alert_windows import window as window_of
-from cluster_cli.smoke.checks_training import REQUEUE_START
+from cluster_cli.smoke.checks_training import REQUEUE_SETTLE_S, REQUEUE_START
 
 
 def _down(state: str) -> bool:
@@ -66,10 +66,11 @@ def test_killed_slurmd_takes_its_node_out_and_a_requeue_job_finishes_elsewhere(v
 
 def _expedited(view: ClusterView, job: str) -> dict[str, str]:
     """The job's fields; a requeued job that Slurm holds for its credentials' lifetime (BeginTime,
-    `cred_expire`: 30 s on the bed) is let start 2 s from now, as root and as the smoke suite's
-    preempt check does (REQUEUE_START). The hold is Slurm's, not what this test is about."""
+    `cred_expire`: 30 s on the bed) is let start now, as root and as the smoke suite's preempt
+    check does (REQUEUE_SETTLE_S, REQUEUE_START). The hold is Slurm's, not what this test is about."""
     found = view.job(job)
     if found.get("JobState") == "PENDING" and found.get("Reason") == "BeginTime":
+        time.sleep(REQUEUE_SETTLE_S)
         view.slurm(f"scontrol update JobId={job} StartTime={REQUEUE_START}")
     return found
 

@@ -16,13 +16,14 @@ import math
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from cluster_cli.loader import load_cluster
 from cluster_cli.render.job_templates import template_partition
-from cluster_cli.smoke.checks_training import REQUEUE_START
+from cluster_cli.smoke.checks_training import REQUEUE_SETTLE_S, REQUEUE_START
 from deployed import DeployedCluster, run_as, user_copy, wait_for
 
 pytestmark = [pytest.mark.deploy, pytest.mark.training]
@@ -54,10 +55,11 @@ def job_states(*jobs: str) -> dict[str, str]:
 
 def _expedite_requeued(job: str) -> bool:
     """Slurm holds a requeued job for its credentials' lifetime (120 s); as root, the test lets it
-    start 2 s from now instead (REQUEUE_START, as the smoke suite's preempt check does). False: the
-    wait goes on."""
+    start now instead (REQUEUE_SETTLE_S, REQUEUE_START, as the smoke suite's preempt check does).
+    False: the wait goes on."""
     out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r"], capture_output=True, text=True, check=False).stdout
     if out.split() == ["PENDING", "BeginTime"]:
+        time.sleep(REQUEUE_SETTLE_S)
         subprocess.run(["scontrol", "update", f"JobId={job}", f"StartTime={REQUEUE_START}"], check=True)
     return False
 

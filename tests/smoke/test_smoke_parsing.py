@@ -120,6 +120,7 @@ def test_check_names_are_unique_and_cover_the_issue():
         "container",
         "fsdp",
         "preempt",
+        "shared-storage",
         "gpu",
     } == set(CHECK_NAMES)
 
