@@ -26,6 +26,7 @@ from cluster_cli.resolve.people import check_people
 from cluster_cli.resolve.alert_receivers import check_alert_receivers
 from cluster_cli.resolve.directory import check_directory
 from cluster_cli.resolve.storage import check_storage
+from cluster_cli.shared_storage import with_exported_mounts, with_shared_work_dir
 from cluster_cli.resolve.problems import Problems
 from cluster_cli.resolve.series_values import check_series_values
 from cluster_cli.resolve.slurm_build import check_build
@@ -131,4 +132,7 @@ def resolve(inventory: Inventory, source: SourceMap | None = None, file: str = "
     check_alert_receivers(inventory, problems)
     check_storage(inventory, hosts, problems)
     problems.raise_if_any()
-    return Cluster(inventory, file, nodes, hosts, partitions)
+    # the NFS server's exports mounted on the clients: storage.mounts from here on; the smoke jobs'
+    # work directory in its work area unless the inventory places it
+    resolved = with_shared_work_dir(with_exported_mounts(inventory, hosts))
+    return Cluster(resolved, file, nodes, hosts, partitions)

@@ -25,6 +25,7 @@ from cluster_cli.render.monitoring import (
 )
 from cluster_cli.render.sssd_conf import CA_FILE, HOST_CA_PATH, SSSD_CONF, SSSD_CONF_PATH
 from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNITS_DIR, unit_name
+from cluster_cli.render.nfs_exports import EXPORTS_BUILD_PATH, EXPORTS_DIR, EXPORTS_FILE
 from cluster_cli.shared_storage import mounts_by_host
 
 MUNGE_KEY_PATH = "/etc/munge/munge.key"
@@ -93,8 +94,16 @@ def files_for_host(
         if CA_FILE in checksums:
             files.append(HostFile(HOST_CA_PATH, CA_FILE, checksums[CA_FILE]))
     files += _mount_unit_files(cluster, mounts, checksums)
+    if EXPORTS_BUILD_PATH in checksums and _is_nfs_server(cluster, host):
+        # roles/nfs_server: the exports file on the server
+        files.append(HostFile(f"{EXPORTS_DIR}/{EXPORTS_FILE}", EXPORTS_BUILD_PATH, checksums[EXPORTS_BUILD_PATH]))
     files.append(HostFile(MUNGE_KEY_PATH, "munge.key", munge_key_sha256, secret=True))
     return files
+
+
+def _is_nfs_server(cluster: Cluster, host: ManagedHost) -> bool:
+    storage = cluster.inventory.storage
+    return storage is not None and storage.nfs_server is not None and storage.nfs_server.host == host.name
 
 
 def _mount_unit_files(cluster: Cluster, mounts: Sequence[int], checksums: dict[str, str]) -> list[HostFile]:

@@ -1107,8 +1107,10 @@ class Training(StrictModel):
     work_dir: OwnedDir = Field(
         "/srv/cluster-training",
         description=(
-            "Directory for smoke job files, shared at the same path by every host; the deploy creates "
-            "it where it is missing, owned by `test_user`, mode 0755."
+            "Directory for smoke job files and the training checks' checkpoints, shared at the same path by "
+            "every host; the deploy creates it where it is missing, owned by `test_user`, mode 0755. Unset, "
+            "with `storage.nfs_server` exporting and mounting `/shared`: `/shared/cluster-training`, made "
+            "on the server."
         ),
     )
     examples_dir: OwnedDir = Field(
@@ -1466,12 +1468,79 @@ class Mount(StrictModel):
     )
 
 
+# A client of an export as exports(5) names it: a host name or address, a subnet (ADDRESS/PREFIX), a
+# wildcard name (*.example.org) or an @netgroup; no parenthesis or space (those end it in the file).
+NFS_CLIENT_PATTERN = r"^@?[A-Za-z0-9*?:][A-Za-z0-9*?._:/-]*$"
+EXPORT_MODE_PATTERN = r"^[0-7]?[0-7]{3}$"  # with the sticky bit: 1777
+# an exported directory as exports(5) takes it unquoted
+EXPORT_PATH_PATTERN = r"^/[A-Za-z0-9._/+@-]*$"
+# One option of an export's option list: rw, sync, sec=krb5p, anonuid=65534 ...
+NFS_EXPORT_OPTION_PATTERN = r"^[a-z_]+(=[A-Za-z0-9_:.@/-]+)?$"
+NfsClient = Annotated[str, Field(pattern=NFS_CLIENT_PATTERN, max_length=255)]
+NfsExportOption = Annotated[str, Field(pattern=NFS_EXPORT_OPTION_PATTERN, max_length=255)]
+
+
+class NfsExport(StrictModel):
+    """A directory the NFS server exports (roles/nfs_server), and by default mounts on the login and
+    compute hosts at the same path."""
+
+    path: Annotated[AbsolutePath, Field(pattern=EXPORT_PATH_PATTERN)] = Field(
+        description="The directory on the server, made with `owner`, `group` and `mode` where missing; the clients mount it at the same path."
+    )
+    clients: list[NfsClient] | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "Who may mount it: host names, addresses or subnets (`10.0.0.0/16`) as exports(5) takes them; "
+            "omitted: every other cluster host's inventory address. The world (`*`, `0.0.0.0/0`, `::/0`) is refused."
+        ),
+    )
+    options: list[NfsExportOption] | None = Field(
+        None,
+        description=(
+            "The export's options; omitted: `rw,sync,root_squash,no_subtree_check`, given: these instead of them. "
+            "`no_root_squash` is refused."
+        ),
+    )
+    owner: UserName | None = Field(None, description="Owner of the directory, made where missing; null: root.")
+    group: UserName | None = Field(None, description="Its group; null: root.")
+    mode: Annotated[str, Field(pattern=EXPORT_MODE_PATTERN)] | None = Field(
+        None, description="Its mode, octal as a string (`\"1777\"`: sticky); null: `\"0755\"`. An existing directory is left as it is."
+    )
+    mount: bool = Field(
+        True,
+        description=(
+            "Mount it (`nfs4`, `SERVER:PATH` at `path`) on the login and compute hosts other than the server, unless "
+            "`storage.mounts` has a mount at that path already; false: only exported."
+        ),
+    )
+
+
+class NfsServer(StrictModel):
+    """An NFS server on one inventory host (Debian's nfs-kernel-server), for a cluster without storage of its own."""
+
+    host: Name = Field(description="The inventory host that exports the directories (a `hosts` entry or a compute host).")
+    exports: list[NfsExport] | None = Field(
+        None,
+        description=(
+            "The exported directories; omitted: `/home` (mode 0755) and the work area `/shared` (mode 1777: each "
+            "user makes a directory of their own there) with the default clients and options."
+        ),
+    )
+
+
 class Storage(StrictModel):
     """Shared file systems: home directories, a work area for checkpoints and data sets."""
 
     mounts: list[Mount] = Field(
         default_factory=new_list,
         description="The mounts; an empty list unmounts what an earlier deploy mounted (when nothing uses it).",
+    )
+    nfs_server: NfsServer | None = Field(
+        None,
+        description=(
+            "An inventory host that exports home directories and a work area over NFS (docs/storage.md); omit for none."
+        ),
     )
 
 

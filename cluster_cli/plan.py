@@ -23,6 +23,7 @@ from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
 from cluster_cli.shared_storage import packages_by_host
+from cluster_cli.shared_venv import shared_venv_notes
 from cluster_cli.render.mount_units import UNITS_DIR
 from cluster_cli.probe import DIRECTORY_PROBED_PACKAGE, HostProbe, accounting_host, probe_cluster
 from cluster_cli.resolve.series_values import series_problems
@@ -80,6 +81,9 @@ class Plan:
     unrecorded: list[str] = field(default_factory=list)
     # nodes slurmctld holds allocated with no job on them (stranded.py), with their evidence
     stranded: list[str] = field(default_factory=list)
+    # what a deploy does that is no change of a host's own: the training environment installed once
+    # on shared storage (shared_venv)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -103,6 +107,7 @@ class Plan:
             "running_jobs": self.jobs,
             "unrecorded": self.unrecorded,
             "stranded": self.stranded,
+            "notes": self.notes,
             "exit_code": int(self.exit_code),
         }
 
@@ -144,6 +149,7 @@ def make_plan(
     if primary is not None and primary.controller:
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
         plan.stranded = _stranded(primary.controller)
+    plan.notes = shared_venv_notes(cluster)
     decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
     # the primary first: configless hosts without files follow its decision

@@ -164,6 +164,8 @@ def print_plan(console: Console, plan: Plan, show_diff: bool) -> None:
             if change.diff:
                 console.print(f"--- {change.host}: {change.subject}", markup=False)
                 console.print(change.diff, markup=False, soft_wrap=True)
+    for note in plan.notes:
+        console.print(note, markup=False, soft_wrap=True)
     running = len(plan.jobs)
     console.print(f"{len(plan.changes)} change{'s' if len(plan.changes) != 1 else ''} pending; "
                   f"{running} running job{'s' if running != 1 else ''}")

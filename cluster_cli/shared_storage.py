@@ -1,15 +1,18 @@
 """The inventory's shared file systems (``storage.mounts``) as the hosts see them: what each type
 needs (its client packages, its default options, the form of its source) and which hosts mount
-which mount. resolve/storage checks the inventory against these facts, render/mount_units writes
-the units, roles/storage_client applies them.
+which mount; and the NFS server (``storage.nfs_server``): its exports, their clients and options,
+and the mounts they add. resolve/storage checks the inventory against these facts,
+render/mount_units writes the units and render/nfs_exports the exports, roles/storage_client and
+roles/nfs_server apply them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-from cluster_cli.model import MOUNT_SELECTORS, Inventory, Mount
+from cluster_cli.model import MOUNT_SELECTORS, Inventory, Mount, NfsExport, NfsServer, Storage
 from cluster_cli.resolve.hosts import ManagedHost
 
 # The Debian packages that hold each type's mount helper. A type missing here has no client this
@@ -88,12 +91,27 @@ def source_problem(mount: Mount) -> str | None:
 
 
 def selected_hosts(hosts: dict[str, ManagedHost], mount: Mount) -> list[str]:
-    """The hosts that mount ``mount``, in the cluster's host order (every host without `hosts`)."""
+    """The hosts that mount ``mount``, in the cluster's host order (every host without `hosts`); never
+    the NFS server of the mount itself (a loopback NFS mount can deadlock the server under memory
+    pressure, and one at the exported path would hide the export)."""
+    server = nfs_server_name(mount)
     if mount.hosts is None:
-        return list(hosts)
+        return [name for name, host in hosts.items() if not _is(host, server)]
     roles = {ROLE_OF_SELECTOR[name] for name in mount.hosts if name in ROLE_OF_SELECTOR}
     groups = set(mount.hosts) - set(ROLE_OF_SELECTOR)
-    return [name for name, host in hosts.items() if host.roles & roles or _in_groups(host, groups)]
+    return [name for name, host in hosts.items()
+            if (host.roles & roles or _in_groups(host, groups)) and not _is(host, server)]
+
+
+def nfs_server_name(mount: Mount) -> str | None:
+    """The server part of an nfs/nfs4 source (brackets of an IPv6 address taken off); None otherwise."""
+    if mount.type not in ("nfs", "nfs4") or not NFS_SOURCE.fullmatch(mount.source):
+        return None
+    return mount.source.rsplit(":/", 1)[0].strip("[]")
+
+
+def _is(host: ManagedHost, server: str | None) -> bool:
+    return server is not None and server in (host.name, host.address)
 
 
 def _in_groups(host: ManagedHost, groups: set[str]) -> bool:
@@ -111,15 +129,125 @@ def mounts_by_host(inventory: Inventory, hosts: dict[str, ManagedHost]) -> dict[
 
 
 def packages_by_host(inventory: Inventory, hosts: dict[str, ManagedHost]) -> dict[str, list[str]]:
-    """The client packages each host's mounts need (roles/storage_client installs them)."""
+    """The client packages each host's mounts need (roles/storage_client installs them), and the
+    server's on the NFS server's host (roles/nfs_server)."""
     storage = inventory.storage
     if storage is None:
         return {name: [] for name in hosts}
-    return {name: sorted({package for index in indexes for package in client_packages(storage.mounts[index])})
+    server = storage.nfs_server.host if storage.nfs_server is not None else None
+    return {name: sorted({package for index in indexes for package in client_packages(storage.mounts[index])}
+                         | set(SERVER_PACKAGES if name == server else ()))
             for name, indexes in mounts_by_host(inventory, hosts).items()}
 
 
-def all_client_packages(inventory: Inventory) -> list[str]:
-    """Every client package of the inventory's mounts (probed on every host, packed by `bundle`)."""
+def all_storage_packages(inventory: Inventory) -> list[str]:
+    """Every client package of the inventory's mounts, and the NFS server's where it has one (probed
+    on every host, packed by `bundle`)."""
     storage = inventory.storage
-    return sorted({package for mount in (storage.mounts if storage else []) for package in client_packages(mount)})
+    if storage is None:
+        return []
+    server = SERVER_PACKAGES if storage.nfs_server is not None else ()
+    return sorted({package for mount in storage.mounts for package in client_packages(mount)} | set(server))
+
+
+# storage.nfs_server
+SERVER_PACKAGES = ("nfs-kernel-server",)
+# root_squash: root on a client is nobody on the export; sync: the server answers a write once it
+# is on disk (a checkpoint a job was told is written survives a server crash); no_subtree_check:
+# exports(5)'s default since nfs-utils 1.1, said here so that exportfs does not warn.
+DEFAULT_EXPORT_OPTIONS = ("rw", "sync", "root_squash", "no_subtree_check")
+# Shipped when the server is declared without exports: homes, and a work area (checkpoints, data
+# sets, containers) where each user makes a directory of their own (sticky: none removes another's).
+DEFAULT_EXPORTS = (NfsExport(path="/home", mode="0755"), NfsExport(path="/shared", mode="1777"))
+# Who mounts an export by default: the hosts that run jobs and the hosts users work on.
+EXPORT_MOUNT_HOSTS = ["login", "compute"]
+
+
+def server_exports(server: NfsServer) -> list[NfsExport]:
+    return list(DEFAULT_EXPORTS) if server.exports is None else list(server.exports)
+
+
+def export_options(export: NfsExport) -> list[str]:
+    return list(DEFAULT_EXPORT_OPTIONS if export.options is None else export.options)
+
+
+def is_world(client: str) -> bool:
+    """An exports(5) client that lets every address in: `*`, or a subnet with a zero prefix."""
+    return client == "*" or client.endswith(("/0", "/0.0.0.0"))
+
+
+def export_clients(server: NfsServer, export: NfsExport, hosts: dict[str, ManagedHost]) -> list[str]:
+    """The export's clients: the inventory's, or every other cluster host's address (in host order, once each)."""
+    if export.clients is not None:
+        return list(export.clients)
+    own = hosts[server.host].address if server.host in hosts else None
+    return list(dict.fromkeys(host.address for name, host in hosts.items() if name != server.host and host.address != own))
+
+
+def exported_mounts(storage: Storage, hosts: dict[str, ManagedHost]) -> list[Mount]:
+    """The mounts the server's exports add: `nfs4` from the server's address at the exported path on
+    the login and compute hosts, for each export with `mount` whose path storage.mounts has no mount at."""
+    server = storage.nfs_server
+    if server is None or server.host not in hosts:
+        return []
+    taken = {_normal(mount.path) for mount in storage.mounts}
+    address = hosts[server.host].address
+    source_host = f"[{address}]" if ":" in address else address
+    return [Mount(source=f"{source_host}:{export.path}", path=export.path, type="nfs4", hosts=EXPORT_MOUNT_HOSTS)
+            for export in server_exports(server) if export.mount and _normal(export.path) not in taken]
+
+
+def with_exported_mounts(inventory: Inventory, hosts: dict[str, ManagedHost]) -> Inventory:
+    """The inventory with the server's exported mounts after storage.mounts: what every renderer,
+    role variable and plan row reads as the cluster's mounts (cluster.resolve calls this once)."""
+    storage = inventory.storage
+    added = exported_mounts(storage, hosts) if storage is not None else []
+    if not added or storage is None:
+        return inventory
+    mounts = [*storage.mounts, *added]
+    return inventory.model_copy(update={"storage": storage.model_copy(update={"mounts": mounts})})
+
+
+# The work area of the shipped exports, and the smoke jobs' work directory in it where the inventory
+# does not place training.work_dir itself (docs/storage.md): the files of a job on one node, and a
+# checkpoint, reach every other node.
+WORK_AREA = "/shared"
+SHARED_WORK_DIR = f"{WORK_AREA}/cluster-training"
+
+
+def with_shared_work_dir(inventory: Inventory) -> Inventory:
+    """The inventory with training.work_dir in the work area the NFS server exports and mounts, where
+    the inventory does not set it (cluster.resolve calls this once)."""
+    storage, training = inventory.storage, inventory.training
+    server = storage.nfs_server if storage is not None else None
+    if "work_dir" in training.model_fields_set or server is None:
+        return inventory
+    if not any(export.mount and _normal(export.path) == WORK_AREA for export in server_exports(server)):
+        return inventory
+    return inventory.model_copy(update={"training": training.model_copy(update={"work_dir": SHARED_WORK_DIR})})
+
+
+def exported_work_dirs(inventory: Inventory, exported: list[str]) -> list[dict[str, str]]:
+    """training.work_dir where it lies inside an exported directory, as roles/nfs_server makes it on the
+    server for the test user (root on a client is squashed: it could make it, but not give it away)."""
+    training = inventory.training
+    if not any(_normal(training.work_dir).startswith(_normal(path).rstrip("/") + "/") for path in exported):
+        return []
+    return [{"path": training.work_dir, "owner": training.test_user, "group": training.test_user, "mode": "0755"}]
+
+
+# A home on the export: its owner's only (the server makes it, root on a client is squashed).
+HOME_MODE = "0700"
+
+
+def exported_homes(users: list[dict[str, Any]], exported: list[str]) -> list[dict[str, str]]:
+    """The homes of people_accounts' users (not absent) that lie inside an exported directory, as
+    roles/nfs_server makes them on the server: {path, owner, group, mode}."""
+    roots = [_normal(path) for path in exported]
+    return [{"path": user["home"], "owner": user["name"], "group": user["group"], "mode": HOME_MODE}
+            for user in users
+            if user["state"] != "absent" and any(_normal(user["home"]).startswith(root.rstrip("/") + "/") for root in roots)]
+
+
+def _normal(path: str) -> str:
+    return "/" + "/".join(part for part in path.split("/") if part)

@@ -21,7 +21,9 @@ from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_DIR
 from cluster_cli.render.sssd_conf import CA_FILE, SSSD_CONF
 from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNIT_MARKER, UNITS_DIR, fstab_line, unit_name
-from cluster_cli.shared_storage import client_packages, mount_group
+from cluster_cli.render.nfs_exports import EXPORTS_BUILD_PATH, EXPORTS_DIR, EXPORTS_FILE
+from cluster_cli.shared_storage import client_packages, exported_homes, exported_work_dirs, mount_group, server_exports
+from cluster_cli.shared_venv import sharing_hosts
 from cluster_cli.containers import container_packages
 from cluster_cli.mpi_launch import mpi_packages, training_pins
 from cluster_cli.secrets_store import ClusterSecrets
@@ -136,6 +138,24 @@ def storage_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     }
 
 
+def nfs_server_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
+    """roles/nfs_server's variables (its play runs only on storage.nfs_server's host): the exported
+    directories, the rendered exports file, and the homes of the managed users and the test user's
+    work directory inside an export, made on the server itself (root on a client is squashed and
+    cannot give them to their users)."""
+    storage = cluster.inventory.storage
+    server = storage.nfs_server if storage is not None else None
+    exports = server_exports(server) if server is not None else []
+    return {
+        "nfs_server_exports": [{"path": export.path, "owner": export.owner or "root", "group": export.group or "root",
+                                "mode": export.mode or "0755"} for export in exports],
+        "nfs_server_exports_src": str(build_dir / EXPORTS_BUILD_PATH),
+        "nfs_server_exports_file": f"{EXPORTS_DIR}/{EXPORTS_FILE}",
+        "nfs_server_homes": exported_homes(people_document(cluster.inventory)["users"], [export.path for export in exports]),
+        "nfs_server_work_dirs": exported_work_dirs(cluster.inventory, [export.path for export in exports]),
+    }
+
+
 def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets) -> dict[str, Any]:
     inventory = cluster.inventory
     slurm = inventory.slurm
@@ -194,8 +214,10 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         **monitoring_variables(cluster, build_dir),
         **directory_variables(cluster, build_dir),
         **storage_variables(cluster, build_dir),
+        **nfs_server_variables(cluster, build_dir),
         # training_env
         "training_env_venv_path": training.venv_path,
+        "training_env_shared_hosts": sharing_hosts(cluster),
         "training_env_python": training.python,
         "training_env_torch_version": training.torch_version or "",
         "training_env_ray_version": training.ray_version or "",

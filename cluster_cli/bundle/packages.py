@@ -12,7 +12,7 @@ from cluster_cli.paths import project_dir
 from cluster_cli.render.ansible_inventory import pam_adopt_node
 from cluster_cli.containers import container_packages
 from cluster_cli.mpi_launch import mpi_packages, training_pins
-from cluster_cli.shared_storage import all_client_packages
+from cluster_cli.shared_storage import all_storage_packages
 from cluster_cli.role_defaults import RoleDefaultError, role_default
 
 #: The NVML plugin package roles/slurm_build makes (Debian's Slurm has no gpu/nvml plugin).
@@ -78,7 +78,7 @@ def debian_packages(cluster: Cluster, infiniband: bool = False) -> list[str]:
         wanted.add(PAM_ADOPT_PACKAGE)
     wanted.update(mpi_packages(cluster.inventory))
     wanted.update(container_packages(cluster.inventory))
-    wanted.update(all_client_packages(cluster.inventory))
+    wanted.update(all_storage_packages(cluster.inventory))
     return sorted(wanted)
 
 

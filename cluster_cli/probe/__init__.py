@@ -23,7 +23,7 @@ from cluster_cli.resolve.clashes import host_daemons
 from cluster_cli.slurm_associations import read_commands
 from cluster_cli.ssh import ssh_argv
 from cluster_cli.render.mount_units import UNIT_MARKER, UNITS_DIR, unescape_path
-from cluster_cli.shared_storage import all_client_packages
+from cluster_cli.shared_storage import all_storage_packages
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
 PROBE_TIMEOUT_S = 60
@@ -99,7 +99,7 @@ def probe_request(
         "packages": list(PROBED_PACKAGES) + (list(MONITORING_PACKAGES) if cluster.inventory.monitoring.host else [])
         + cluster.mpi_packages + container_packages(cluster.inventory)
         + ([DIRECTORY_PROBED_PACKAGE] if cluster.inventory.people.directory else [])
-        + all_client_packages(cluster.inventory),
+        + all_storage_packages(cluster.inventory),
         "pending_dir": PENDING_DIR,
         "run_dir": paths.run_dir,
         "controller": {"conf": f"{paths.conf_dir}/slurm.conf", "state_dir": paths.state_dir} if is_primary else None,

@@ -23,6 +23,7 @@ from cluster_cli.render.slurm_conf import render_slurm_conf
 from cluster_cli.render.slurmdbd_conf import render_slurmdbd_conf
 from cluster_cli.render.sssd_conf import render_sssd
 from cluster_cli.render.mount_units import render_mount_units
+from cluster_cli.render.nfs_exports import render_nfs_exports
 from cluster_cli.render.topology_conf import render_topology_conf
 
 
@@ -38,7 +39,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     """The Slurm and NCCL configuration files, the health check's document, the alert rules for the
     cluster's Prometheus and its dashboards, Prometheus' configuration and the Slurm exporter's code
     where the inventory has a monitoring host (and Alertmanager's, a secret, with receivers), sssd.conf and its CA where it has a directory, the mount
-    units where it has storage, the job
+    units where it has storage, the exports where it has an NFS server, the job
     templates where there are login hosts, oci.conf where containers are on;
     slurmdbd.conf only with accounting."""
     files = [
@@ -53,6 +54,7 @@ def render_configs(cluster: Cluster, db_password: str | None) -> list[RenderedFi
     files += [RenderedFile(path, text) for path, text in render_monitoring(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_sssd(cluster).items()]
     files += [RenderedFile(path, text) for path, text in render_mount_units(cluster).items()]
+    files += [RenderedFile(path, text) for path, text in render_nfs_exports(cluster).items()]
     if cluster.inventory.login:
         # only login hosts get them (roles/login); a cluster without one, the GPU proof's among
         # them (its kit carries no templates), has none to render

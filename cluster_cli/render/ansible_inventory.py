@@ -16,6 +16,7 @@ from cluster_cli.cluster import Cluster, ManagedHost, SlurmNode
 from cluster_cli.render.common import JsonMembers, json_lines, json_string, json_text
 from cluster_cli.render.monitoring import nvml_gpu_hosts
 from cluster_cli.shared_storage import mount_group, selected_hosts
+from cluster_cli.shared_venv import sharing_hosts
 
 GROUP_OF_ROLE = {
     "controller": "slurm_controller",
@@ -153,6 +154,7 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
     members[GROUP_OF_ROLE["controller"]] = dict(sorted(controllers.items(), key=lambda item: item[0] != primary))
     children: dict[str, Any] = {group: {"hosts": hosts} for group, hosts in members.items()}
     children["training_env"] = {"hosts": training}
+    children["training_env_shared"] = {"hosts": dict.fromkeys(sharing_hosts(cluster))}
     # the hosts that get Slurm's NVML plugin (playbooks/site.yml's slurm_build play)
     children["slurm_nvml"] = {"hosts": {name: None for name, variables in host_vars.items()
                                         if variables.get("nvidia_nvml_autodetect")}}
@@ -171,10 +173,13 @@ def _groups(cluster: Cluster, host_vars: dict[str, dict[str, Any]]) -> dict[str,
 def _storage_groups(cluster: Cluster) -> dict[str, Any]:
     """storage_client: every host where the inventory has storage (a host whose last mount left the
     inventory still runs the role, which unmounts it); one group per mount of the hosts that mount
-    it. Without storage only the empty storage_client group (site.yml's play names it)."""
+    it; nfs_server: the host of storage.nfs_server, or none. Without storage only the empty storage_client
+    and nfs_server groups (site.yml's plays name them)."""
     if cluster.inventory.storage is None:
-        return {"storage_client": {"hosts": {}}}
-    groups: dict[str, Any] = {"storage_client": {"hosts": {name: None for name in cluster.hosts}}}
+        return {"storage_client": {"hosts": {}}, "nfs_server": {"hosts": {}}}
+    server = cluster.inventory.storage.nfs_server
+    groups: dict[str, Any] = {"storage_client": {"hosts": {name: None for name in cluster.hosts}},
+                              "nfs_server": {"hosts": {server.host: None} if server is not None else {}}}
     for index, mount in enumerate(cluster.inventory.storage.mounts):
         groups[mount_group(index)] = {"hosts": {name: None for name in selected_hosts(cluster.hosts, mount)}}
     return groups

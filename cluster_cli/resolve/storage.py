@@ -1,14 +1,27 @@
 """Shared file systems (storage.mounts): mount points where a mount cannot hide the system or
 Slurm's own per-host directories, one mount per path and none inside another, host selectors that
-name something, sources of the form their type mounts, and a client this release can install."""
+name something, sources of the form their type mounts, and a client this release can install.
+The NFS server (storage.nfs_server): an inventory host, exports outside the system directories, one
+per path and none inside another, never to the world, never without root_squash, and no mount of
+storage.mounts over an export on the server itself."""
 
 from __future__ import annotations
 
 from cluster_cli.errors import Location
-from cluster_cli.model import Inventory, Mount
+from cluster_cli.model import Inventory, Mount, NfsServer
 from cluster_cli.resolve.hosts import ManagedHost
 from cluster_cli.resolve.problems import Problems
-from cluster_cli.shared_storage import CLIENT_PACKAGES, ROLE_OF_SELECTOR, installable, selected_hosts, source_problem
+from cluster_cli.shared_storage import (
+    CLIENT_PACKAGES,
+    ROLE_OF_SELECTOR,
+    export_clients,
+    export_options,
+    installable,
+    is_world,
+    selected_hosts,
+    server_exports,
+    source_problem,
+)
 
 # A shared file system mounted at or below one of these would hide what the host boots and runs
 # from (the root itself only at "/": /home, /opt, /srv, /mnt ... are where mounts belong).
@@ -35,6 +48,8 @@ def check_storage(inventory: Inventory, hosts: dict[str, ManagedHost], problems:
         first_at.setdefault(path, index)
         _check_selectors(mount, groups, hosts, at, problems)
         _check_client(mount, at, problems)
+    if storage.nfs_server is not None:
+        check_nfs_server(inventory, storage.nfs_server, hosts, problems)
 
 
 def _normal(path: str) -> str:
@@ -101,3 +116,75 @@ def _check_client(mount: Mount, at: Location, problems: Problems) -> None:
     problem = source_problem(mount)
     if problem:
         problems.add(at + ("source",), problem)
+
+
+def check_nfs_server(inventory: Inventory, server: NfsServer, hosts: dict[str, ManagedHost], problems: Problems) -> None:
+    at: Location = ("storage", "nfs_server")
+    if server.host not in hosts:
+        problems.add(at + ("host",), f"{server.host!r} is not a host of this inventory ({', '.join(list(hosts)[:8])}"
+                                     f"{' ...' if len(hosts) > 8 else ''}): the NFS server must be one the deploy configures")
+    exports = server_exports(server)
+    paths = [_normal(export.path) for export in exports]
+    for index, export in enumerate(exports):
+        # the shipped exports are not in the file: their problems are the section's
+        export_at: Location = at + ("exports", index) if server.exports is not None else at
+        path_at = export_at + ("path",) if server.exports is not None else at
+        _check_export_path(inventory, paths, index, path_at, problems)
+        _check_export_access(export.clients or [], export_options(export), export_at, problems)
+        if server.host in hosts:
+            if not export_clients(server, export, hosts):
+                problems.add(export_at, f"{paths[index]} has no client: the cluster has no host besides {server.host}; "
+                                        "name its clients (exportfs exports a path without clients to everyone)")
+            _check_mounted_over(inventory, hosts, server.host, paths[index], path_at, problems)
+
+
+def _check_export_path(inventory: Inventory, paths: list[str], index: int, at: Location, problems: Problems) -> None:
+    path = paths[index]
+    message = _system_export_problem(path) or _slurm_problem(inventory, path)
+    if message:
+        problems.add(at, message)
+    elif path in paths[:index]:
+        problems.add(at, f"{path} is exported by storage.nfs_server.exports[{paths.index(path)}] already")
+    else:
+        _check_nested_export(paths, index, at, problems)
+
+
+def _system_export_problem(path: str) -> str | None:
+    tree = "/" if path == "/" else next((tree for tree in SYSTEM_TREES if _inside(path, tree)), None)
+    if tree is None:
+        return None
+    where = "the root file system" if tree == "/" else f"inside the system directory {tree}"
+    return f"{path} is {where}: the clients would get the server's own system files; export a directory of its own"
+
+
+def _check_nested_export(paths: list[str], index: int, at: Location, problems: Problems) -> None:
+    for other_index, other in enumerate(paths):
+        if other_index != index and other not in (paths[index], "/") and _inside(paths[index], other):
+            problems.add(at, f"{paths[index]} is inside {other}, exported by storage.nfs_server.exports"
+                                         f"[{other_index}]: a client of both would see one through the other; export it once")
+            return
+
+
+def _check_export_access(clients: list[str], options: list[str], at: Location, problems: Problems) -> None:
+    for position, client in enumerate(clients):
+        if is_world(client):
+            problems.add(at + ("clients", position),
+                         f"{client!r} exports to the world: name the cluster's hosts or subnets (e.g. 10.0.0.0/16)")
+    for position, option in enumerate(options):
+        if option == "no_root_squash":
+            problems.add(at + ("options", position),
+                         "no_root_squash lets root on any client own every file of the export: keep root_squash "
+                         "(the homes are made on the server itself, docs/storage.md)")
+
+
+def _check_mounted_over(inventory: Inventory, hosts: dict[str, ManagedHost], server: str, path: str, at: Location,
+                        problems: Problems) -> None:
+    """A mount of storage.mounts that the server itself mounts on or above an exported directory
+    would hide the export (the server would export the client's view of another file system)."""
+    storage = inventory.storage
+    for index, mount in enumerate(storage.mounts if storage is not None else []):
+        mounted = _normal(mount.path)
+        if _inside(path, mounted) and server in selected_hosts(hosts, mount):
+            problems.add(at, f"{path} would be hidden on {server} by storage.mounts[{index}] ({mounted}), "
+                                         "which that host mounts: leave the server out of that mount's hosts")
+            return

@@ -16,6 +16,9 @@ import pytest
 from conftest import ClusterView
 
 from cluster_cli.model import Mount
+from cluster_cli.paths import cluster_state_dir
+from cluster_cli.render.mount_units import unit_name
+from cluster_cli.shared_venv import sharing_hosts
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("CLUSTER_TB_STORAGE", "") not in ("1", "true", "yes"),
@@ -23,10 +26,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _mount(view: ClusterView) -> Mount:
+def _mounts(view: ClusterView) -> list[Mount]:
     storage = view.cluster.inventory.storage
-    assert storage is not None and len(storage.mounts) == 1, "the bed's inventory declares one storage mount"
-    return storage.mounts[0]
+    assert storage is not None and len(storage.mounts) == 2, "the bed's inventory declares two storage mounts"
+    return storage.mounts
+
+
+def _mount(view: ClusterView) -> Mount:
+    """The work area's: the smoke jobs' work_dir."""
+    return next(mount for mount in _mounts(view) if mount.path == view.cluster.inventory.training.work_dir)
 
 
 def _mounting_hosts(view: ClusterView) -> list[str]:
@@ -40,20 +48,61 @@ def _job(view: ClusterView, node: str, command: str) -> str:
                       f"sh -c {shlex.quote(command)}")
 
 
-def test_the_mount_is_active_and_enabled_where_the_inventory_puts_it(view: ClusterView) -> None:
-    mount = _mount(view)
-    assert mount.type == "fuse.sshfs" and mount.path == view.cluster.inventory.training.work_dir
-    expected = f"{mount.path} {mount.source} fuse.sshfs\n"
+def test_the_mounts_are_active_and_enabled_where_the_inventory_puts_them(view: ClusterView) -> None:
+    mounts = sorted(_mounts(view), key=lambda mount: mount.path)
+    assert all(mount.type == "fuse.sshfs" for mount in mounts)
+    expected = "".join(f"{mount.path} {mount.source} fuse.sshfs\n" for mount in mounts)
+    units = " ".join(shlex.quote(unit_name(mount)) for mount in mounts)
     found = {}
     for host in view.hosts:
-        unit = shlex.quote(view.run(host, f"systemd-escape --path --suffix=mount {mount.path}").stdout.strip())
-        found[host] = view.run(host, f"findmnt -rn -t fuse.sshfs -o TARGET,SOURCE,FSTYPE; systemctl is-active {unit}; "
-                                     f"systemctl is-enabled {unit}; systemctl show -P WantedBy {unit}",
+        found[host] = view.run(host, f"findmnt -rn -t fuse.sshfs -o TARGET,SOURCE,FSTYPE | sort; "
+                                     f"systemctl is-active {units}; systemctl is-enabled {units}; "
+                                     f"for unit in {units}; do systemctl show -P WantedBy $unit; done",
                                check=False).stdout
-    wanted = {host: expected + "active\nenabled\nremote-fs.target\n" for host in _mounting_hosts(view)}
+    wanted = {host: expected + "active\nactive\nenabled\nenabled\nremote-fs.target\nremote-fs.target\n"
+              for host in _mounting_hosts(view)}
     assert {host: found[host] for host in wanted} == wanted
     assert all(not found[host].startswith("/") for host in set(view.hosts) - set(wanted)), \
-        f"only login and compute hosts mount it: {found}"
+        f"only login and compute hosts mount them: {found}"
+
+
+def test_the_training_environment_was_installed_once_into_the_shared_mount(view: ClusterView) -> None:
+    """roles/training_env on a shared mount (cluster_cli/shared_venv.py): in the converge's deploy
+    (the first deploy log) the environment was made and pip ran on one host, skipped on the others,
+    and each checked it afterwards; every host runs its torch from the server's one copy."""
+    training = view.cluster.inventory.training
+    sharing = sharing_hosts(view.cluster)
+    assert sorted(sharing) == sorted(_mounting_hosts(view))
+    # the converge's deploy: the latest that created the environment (the state directory keeps the
+    # logs of earlier beds of the same name, and the deploys of verify find it made)
+    logs = sorted((cluster_state_dir(view.cluster.name) / "logs").glob("site-*.log"), reverse=True)
+    first_deploy = next(text for text in (log.read_text() for log in logs) if "changed" in _statuses(text, CREATE).values())
+    created = _statuses(first_deploy, CREATE)
+    pip = _statuses(first_deploy, "Install the pinned packages")
+    checked = _statuses(first_deploy, "Check that the shared training environment has every pin")
+    installer = [host for host, status in pip.items() if status == "changed"]
+    assert len(installer) == 1 and created[installer[0]] == "changed", (created, pip)
+    assert {host: status for host, status in pip.items() if host not in installer} == \
+        {host: "skipping" for host in sharing if host not in installer}, pip
+    assert checked == {host: "ok" for host in sharing}, checked
+    mount = next(mount for mount in _mounts(view) if mount.path != training.work_dir)
+    probe = f"findmnt -rn -o SOURCE -T {training.venv_path}; {training.venv_path}/bin/python -c 'import torch; print(torch.__version__)'"
+    for host in sharing:
+        source, version = view.run(host, probe).stdout.split()
+        assert source == mount.source and version.split("+")[0] == training.torch_version, (host, source, version)
+
+
+CREATE = "Create the virtual environment where it is missing"
+
+
+def _statuses(log: str, task: str) -> dict[str, str]:
+    """Each host's status under the first task whose name starts with ``task`` in an Ansible log."""
+    parts = log.split(f"TASK [training_env : {task}", 1)
+    if len(parts) == 1:
+        return {}
+    section = parts[1].split("\n\n", 1)[0]
+    return {line.split("[", 1)[1].split("]", 1)[0]: line.split(":", 1)[0]
+            for line in section.splitlines()[1:] if line.split(":", 1)[0] in ("ok", "changed", "skipping", "fatal")}
 
 
 def test_a_file_a_job_writes_on_one_node_is_read_on_the_other_and_on_the_server(view: ClusterView) -> None:

@@ -154,3 +154,30 @@ def write_executable(path: Path, text: str) -> Path:
     path.write_text(text)
     path.chmod(0o755)
     return path
+
+
+SYSTEMCTL_STUB = """#!/bin/sh
+# systemd stands behind this stub (no systemd as PID 1 here): every call logged, each unit's
+# enabled and active state kept as files in STATE.
+state=STATE
+echo "$*" >> "$state/log"
+verb=$1; shift
+case "$verb" in
+  show) [ -e "$state/active.$1" ] && active=active || active=inactive
+        [ -e "$state/enabled.$1" ] && enabled=enabled || enabled=disabled
+        printf 'Id=%s\\nLoadState=loaded\\nActiveState=%s\\nSubState=x\\nUnitFileState=%s\\n' "$1" "$active" "$enabled" ;;
+  is-enabled) [ -e "$state/enabled.$1" ] && { echo enabled; exit 0; }; echo disabled; exit 1 ;;
+  is-active) [ -e "$state/active.$1" ] && { echo active; exit 0; }; echo inactive; exit 3 ;;
+  enable) touch "$state/enabled.$1" ;;
+  disable) rm -f "$state/enabled.$1" ;;
+  start) touch "$state/active.$1" ;;
+  stop) rm -f "$state/active.$1" ;;
+esac
+exit 0
+"""
+
+
+def systemctl_stub(directory: Path, state: Path) -> Path:
+    """``directory``/systemctl: SYSTEMCTL_STUB keeping the units' states in ``state`` (made here)."""
+    state.mkdir(parents=True, exist_ok=True)
+    return write_executable(directory / "systemctl", SYSTEMCTL_STUB.replace("STATE", str(state)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from role_runner import HOST, PlaybookRun, ansible_playbook, is_root, run_play
+from role_runner import HOST, PlaybookRun, ansible_playbook, is_root, run_play, systemctl_stub
 
 from cluster_cli.render.mount_units import UNIT_MARKER
 
@@ -129,34 +129,8 @@ def test_teardown_takes_every_mount_down_and_removes_its_units(root: Path) -> No
     assert (root / "fstab").read_text() == OTHER_LINE
 
 
-SYSTEMCTL_STUB = """#!/bin/sh
-# systemd stands behind this stub (no systemd as PID 1 here): every call logged, each unit's
-# enabled and active state kept as files in STATE.
-state=STATE
-echo "$*" >> "$state/log"
-verb=$1; shift
-case "$verb" in
-  show) [ -e "$state/active.$1" ] && active=active || active=inactive
-        [ -e "$state/enabled.$1" ] && enabled=enabled || enabled=disabled
-        printf 'Id=%s\\nLoadState=loaded\\nActiveState=%s\\nSubState=x\\nUnitFileState=%s\\n' "$1" "$active" "$enabled" ;;
-  is-enabled) [ -e "$state/enabled.$1" ] && { echo enabled; exit 0; }; echo disabled; exit 1 ;;
-  is-active) [ -e "$state/active.$1" ] && { echo active; exit 0; }; echo inactive; exit 3 ;;
-  enable) touch "$state/enabled.$1" ;;
-  disable) rm -f "$state/enabled.$1" ;;
-  start) touch "$state/active.$1" ;;
-  stop) rm -f "$state/active.$1" ;;
-esac
-exit 0
-"""
-
-
 def _systemd_deploy(root: Path, mounts: list[dict[str, Any]]) -> PlaybookRun:
-    state = root / "systemd"
-    state.mkdir(exist_ok=True)
-    stub = root / "bin" / "systemctl"
-    stub.parent.mkdir(exist_ok=True)
-    stub.write_text(SYSTEMCTL_STUB.replace("STATE", str(state)))
-    stub.chmod(0o755)
+    stub = systemctl_stub(root / "bin", root / "systemd")
     tasks = [{"name": "storage_client", "ansible.builtin.include_role": {"name": "storage_client"}}]
     extra = {"cluster_service_manager": "systemd", "storage_client_mounts": mounts,
              "storage_client_units_src": str(root / "units-src"), "storage_client_units_dir": str(root / "units")}

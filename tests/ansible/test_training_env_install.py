@@ -16,12 +16,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from role_runner import TARGET_PYTHON, ansible_playbook, run_tasks
+from role_runner import TARGET_PYTHON, ansible_playbook, run_play, run_tasks
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
 TASK = "Create the virtual environment where it is missing and find the pinned packages it lacks"
 PIP_TASK = "Install the pinned packages, check that torch imports at the pinned version"
+SHARED_CHECK = "Find the pinned packages the shared training environment lacks"
+SHARED_ASSERT = "Check that the shared training environment has every pin"
 # Results per host of the install and run phases (issue 17; their two includes counted), torch
 # installed on the first run and a no-op after it: 8 and 8 before the compute cut (the environment
 # made and its missing pins found by two tasks, the torch import check a task of its own).
@@ -74,7 +76,7 @@ def test_the_environment_is_created_once_and_a_satisfied_pin_installs_nothing(tm
     variables = _variables(venv, [f"pip=={_pip_version()}"])
     first = run_tasks(tmp_path / "first", "training_env", ["install"], variables)
     assert first.returncode == 0, first.explain()
-    assert (venv / "bin" / "python").exists()
+    assert (venv / "bin" / "python").is_symlink()  # on the host's own disk: venv's default links
     assert _task_line(first.stdout).startswith("changed:"), first.explain()
     assert first.recap()["changed"] == 1, first.explain()  # the environment, not pip
     again = run_tasks(tmp_path / "again", "training_env", ["install"], variables)
@@ -170,3 +172,55 @@ def test_pip_installs_the_pin_and_torch_must_import_at_it_in_the_same_task(
     else:
         assert run.returncode != 0 and run.recap()["failed"] == 1, run.explain()
         assert message in run.text, run.explain()
+
+
+def _hosts_lines(stdout: str, task: str) -> dict[str, str]:
+    """Each host's status word under ``task``'s header ("changed", "ok", "skipping", "fatal")."""
+    header = f"TASK [training_env : {task}]"
+    assert header in stdout, stdout[-3000:]
+    section = stdout.split(header, 1)[1].split("\nTASK [", 1)[0].split("\nPLAY RECAP", 1)[0]
+    found = {}
+    for line in section.splitlines():
+        word, _, rest = line.partition(": [")
+        if rest:
+            found[rest.split("]", 1)[0]] = word.strip()
+    return found
+
+
+def _shared_run(work: Path, hosts: list[str], tasks_from: str, variables: dict[str, object]):
+    play = {"name": "training_env", "tasks": [
+        {"name": tasks_from, "ansible.builtin.include_role": {"name": "training_env", "tasks_from": tasks_from}}]}
+    return run_play(work, play, {host: {} for host in hosts}, variables)
+
+
+def test_on_a_shared_mount_the_first_host_installs_and_the_others_only_check(tmp_path: Path) -> None:
+    """Two hosts of this machine at one path stand for two clients of one shared mount: only the first
+    creates the environment and pips into it; the other finds it complete afterwards (shared_check)."""
+    wheels = tmp_path / "wheels"
+    _fake_wheel(wheels, "ray", "2.60.0")
+    variables = _variables(tmp_path / "venv", []) | {
+        "training_env_ray_version": "2.60.0",
+        "training_env_pip_args": ["--no-index", f"--find-links={wheels}"],
+        "training_env_shared_hosts": ["h1", "h2"],
+    }
+    install = _shared_run(tmp_path / "install", ["h1", "h2"], "install", variables)
+    assert install.returncode == 0, install.explain()
+    assert _hosts_lines(install.stdout, TASK) == {"h1": "changed", "h2": "skipping"}, install.explain()
+    assert _hosts_lines(install.stdout, PIP_TASK) == {"h1": "changed", "h2": "skipping"}, install.explain()
+    # its own interpreter, not venv's absolute symlink to /usr/bin/python3 (which sshfs cannot read back)
+    assert not (tmp_path / "venv" / "bin" / "python").is_symlink()
+    check = _shared_run(tmp_path / "check", ["h1", "h2"], "shared_check", variables)
+    assert check.returncode == 0, check.explain()
+    assert _hosts_lines(check.stdout, SHARED_CHECK) == {"h1": "ok", "h2": "ok"}, check.explain()
+
+    # A deploy limited to h2 has no h1 in its play: h2 is the first sharing host, and installs.
+    variables["training_env_packages"] = [f"pip=={_pip_version()}"]  # satisfied: nothing to pip
+    limited = _shared_run(tmp_path / "limited", ["h2"], "install", variables)
+    assert limited.returncode == 0 and _hosts_lines(limited.stdout, TASK) == {"h2": "ok"}, limited.explain()
+
+    # A pin the shared environment lacks fails every sharing host's check, naming it.
+    variables["training_env_packages"] = ["no-such-pkg==1.0"]
+    lacking = _shared_run(tmp_path / "lacking", ["h1", "h2"], "shared_check", variables)
+    assert lacking.returncode != 0, lacking.explain()
+    assert f"The training environment {tmp_path / 'venv'} on shared storage lacks no-such-pkg==1.0" in lacking.stdout
+    assert _hosts_lines(lacking.stdout, SHARED_ASSERT) == {"h1": "fatal", "h2": "fatal"}, lacking.explain()

@@ -452,6 +452,7 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "slurm_compute",
         "slurm_login",
         "training_env",
+        "training_env_shared",
         "slurm_nvml",
         "monitoring",
         "node_exporter",
@@ -459,6 +460,7 @@ def test_ansible_groups_and_host_variables(monkeypatch):
         "gpu_exporter",
         "sssd",
         "storage_client",
+        "nfs_server",
     }
     assert children["slurm_nvml"] == {"hosts": {}}, "no group autodetects"
     assert children["sssd"] == {"hosts": {}}, "no directory: no SSSD anywhere"

@@ -1,0 +1,54 @@
+"""Where the training environment (``training.venv_path``) lives: on a shared mount that several of
+its hosts see, or on each host's own disk.
+
+On a shared mount it is installed once: roles/training_env lets only the first of those hosts in a
+deploy's play create it and pip into it (the control node runs that one task on that one host, so
+no two clients write it at once: network file systems do not all honour locks between clients),
+and the play after it checks the others against the pins. On local disks every host installs its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from cluster_cli.cluster import Cluster
+from cluster_cli.model import Inventory, Mount
+from cluster_cli.shared_storage import selected_hosts
+
+# Types whose file system lies on the host itself: a mount of one is no more shared than the disk.
+LOCAL_TYPES = frozenset({"tmpfs", "ext4", "xfs", "btrfs"})
+# The hosts roles/training_env runs on (render/ansible_inventory's training_env group).
+TRAINING_ROLES = frozenset({"compute", "login"})
+
+
+def venv_mount(inventory: Inventory) -> Mount | None:
+    """The shared mount ``training.venv_path`` lies on (at or below its mount point); None on local disks."""
+    venv = PurePosixPath(inventory.training.venv_path)
+    for mount in inventory.storage.mounts if inventory.storage is not None else []:
+        point = PurePosixPath(mount.path)
+        if mount.type not in LOCAL_TYPES and (venv == point or point in venv.parents):
+            return mount  # mounts never nest (resolve/storage): there is at most one
+    return None
+
+
+def sharing_hosts(cluster: Cluster) -> list[str]:
+    """The training environment's hosts that see it on one shared mount, in host order; [] where it
+    is on local disks or only one of them mounts it."""
+    mount = venv_mount(cluster.inventory)
+    if mount is None:
+        return []
+    sharing = [name for name in selected_hosts(cluster.hosts, mount) if cluster.hosts[name].roles & TRAINING_ROLES]
+    return sharing if len(sharing) > 1 else []
+
+
+def shared_venv_notes(cluster: Cluster) -> list[str]:
+    """What plan says of an environment on shared storage (nothing for one on local disks)."""
+    sharing = sharing_hosts(cluster)
+    mount = venv_mount(cluster.inventory)
+    if not sharing or mount is None:
+        return []
+    return [
+        f"training environment {cluster.inventory.training.venv_path} is on shared storage ({mount.source} at "
+        f"{mount.path}): a deploy installs it once, from the first of {', '.join(sharing)} it runs on, and the "
+        "others only check it"
+    ]
