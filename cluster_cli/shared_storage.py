@@ -30,6 +30,9 @@ CLIENT_PACKAGES: dict[str, tuple[str, ...]] = {
     "btrfs": (),
 }
 NETWORK_TYPES = frozenset({"nfs", "nfs4", "fuse.sshfs", "cephfs", "glusterfs", "lustre", "beegfs"})
+# Types whose file system lies on the host itself: a mount of one is no more shared than the disk
+# (every other type is taken for a shared one: a site's types pass through).
+LOCAL_TYPES = frozenset({"tmpfs", "ext4", "xfs", "btrfs"})
 # Where a host that cannot reach the server still boots (nofail) and the mount waits for the
 # network (_netdev: systemd orders it after network-online.target, mount -a at boot skips it).
 NETWORK_DEFAULTS = ("_netdev", "nofail")
@@ -59,6 +62,13 @@ ROLE_OF_SELECTOR = dict(zip(MOUNT_SELECTORS, ("controller", "database", "login",
 def mount_group(index: int) -> str:
     """The Ansible group of the hosts that mount storage.mounts[index] (render/ansible_inventory)."""
     return f"storage_mount_{index}"
+
+
+def shared_mounts(inventory: Inventory) -> list[dict[str, str]]:
+    """The shared (not LOCAL_TYPES) mounts as roles/common's people task takes them: {path, hosts_group}."""
+    storage = inventory.storage
+    return [{"path": mount.path, "hosts_group": mount_group(index)}
+            for index, mount in enumerate(storage.mounts if storage is not None else []) if mount.type not in LOCAL_TYPES]
 
 
 def client_packages(mount: Mount) -> tuple[str, ...]:

@@ -13,10 +13,8 @@ from pathlib import PurePosixPath
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Inventory, Mount
-from cluster_cli.shared_storage import selected_hosts
+from cluster_cli.shared_storage import LOCAL_TYPES, selected_hosts
 
-# Types whose file system lies on the host itself: a mount of one is no more shared than the disk.
-LOCAL_TYPES = frozenset({"tmpfs", "ext4", "xfs", "btrfs"})
 # The hosts roles/training_env runs on (render/ansible_inventory's training_env group).
 TRAINING_ROLES = frozenset({"compute", "login"})
 

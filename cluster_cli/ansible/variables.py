@@ -22,7 +22,14 @@ from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR, MONITORING_BUILD_D
 from cluster_cli.render.sssd_conf import CA_FILE, SSSD_CONF
 from cluster_cli.render.mount_units import STORAGE_BUILD_DIR, UNIT_MARKER, UNITS_DIR, fstab_line, unit_name
 from cluster_cli.render.nfs_exports import EXPORTS_BUILD_PATH, EXPORTS_DIR, EXPORTS_FILE
-from cluster_cli.shared_storage import client_packages, exported_homes, exported_work_dirs, mount_group, server_exports
+from cluster_cli.shared_storage import (
+    client_packages,
+    exported_homes,
+    exported_work_dirs,
+    mount_group,
+    server_exports,
+    shared_mounts,
+)
 from cluster_cli.shared_venv import sharing_hosts
 from cluster_cli.containers import container_packages
 from cluster_cli.mpi_launch import mpi_packages, training_pins
@@ -114,7 +121,8 @@ def directory_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
 
 def storage_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     """roles/storage_client's variables: every mount, each with the Ansible group of the hosts that
-    mount it (render/ansible_inventory), its units' names and its fstab line."""
+    mount it (render/ansible_inventory), its units' names and its fstab line; and the shared ones for
+    roles/common's people (a home on one is its file server's)."""
     storage = cluster.inventory.storage
     mounts = [
         {
@@ -131,6 +139,7 @@ def storage_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
         for index, mount in enumerate(storage.mounts if storage is not None else [])
     ]
     return {
+        "common_people_shared_mounts": shared_mounts(cluster.inventory),
         "storage_client_mounts": mounts,
         "storage_client_units_src": str(build_dir / STORAGE_BUILD_DIR),
         "storage_client_units_dir": UNITS_DIR,

@@ -45,6 +45,14 @@ options:
     default: ''
     description:
       - Prefix of every message (the inventory host name).
+  shared_paths:
+    type: list
+    elements: path
+    default: []
+    description:
+      - Mount points of shared file systems on this host. A home at or below one is its file server's (made there,
+        with the SSH keys, where the server is this cluster's NFS server): a new user gets no home made here and
+        no keys are written there (root on an NFS client is squashed and could do neither).
   root:
     type: path
     default: /
@@ -234,10 +242,12 @@ def commands(params: dict, found: dict, managed: dict[str, int]) -> list[tuple[s
             continue
         locked = expiry.get(name) == LOCKED_EXPIRY
         if name not in users:
+            shared = on_shared(user["home"], params.get("shared_paths") or [])
             argv = ["useradd", "--uid", str(user["uid"]), "--gid", user["group"], "--shell", user["shell"],
-                    "--home-dir", user["home"], "--create-home"]
+                    "--home-dir", user["home"], "--no-create-home" if shared else "--create-home"]
             argv += ["--groups", ",".join(user["groups"])] if user["groups"] else []
-            steps.append((f"user {name}: made (UID {user['uid']})", [*argv, *prefix, name]))
+            made = f"user {name}: made (UID {user['uid']}" + ("; its home is the file server's)" if shared else ")")
+            steps.append((made, [*argv, *prefix, name]))
             locked = False
         else:
             member_of = {group for group, entry in groups.items() if name in entry["members"]}
@@ -259,6 +269,12 @@ def commands(params: dict, found: dict, managed: dict[str, int]) -> list[tuple[s
             steps.append((f"user {name}: not in the inventory: locked",
                           ["usermod", "--expiredate", LOCKED_EXPIRY, *prefix, name]))
     return steps
+
+
+def on_shared(home: str, shared_paths: list[str]) -> bool:
+    """Whether ``home`` lies at or below one of the shared file systems' mount points."""
+    parts = [part for part in home.split("/") if part]
+    return any(parts[:len(mount)] == mount for mount in ([part for part in path.split("/") if part] for path in shared_paths))
 
 
 def keys_text(current: str, keys: list[str]) -> str:
@@ -364,6 +380,7 @@ def main() -> None:
             "managed_file": {"type": "path", "required": True},
             "host": {"type": "str", "default": ""},
             "root": {"type": "path", "default": "/"},
+            "shared_paths": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -409,6 +426,8 @@ def keep_keys(module: AnsibleModule, user: dict, found: dict, actions: list[str]
     """The user's key block; in check mode, for a user still to be made, whether there would be one."""
     entry = found["users"].get(user["name"])
     keys = list(user.get("ssh_keys") or [])
+    if on_shared(user["home"], module.params["shared_paths"]):
+        return  # the file server's copy of the home holds them
     if entry is None:
         if module.check_mode and keys:
             actions.append(f"user {user['name']}: SSH keys written")

@@ -101,6 +101,25 @@ def test_people_are_made_changed_locked_and_deleted_as_the_list_says(tmp_path: P
     assert json.loads((root / MANAGED.lstrip("/")).read_text()) == {"users": {}}
 
 
+def test_a_home_on_a_shared_file_system_is_neither_made_nor_given_keys_here(tmp_path: Path) -> None:
+    """/home mounted from the cluster's NFS server (root_squash): the server makes the home and its keys;
+    a client's root could do neither, so the client only makes the account."""
+    root = fake_root(tmp_path)
+    args = people(root, [alice()]) | {"shared_paths": ["/home"]}
+    run, first = _run(tmp_path, args, "first")
+    assert run.returncode == 0, run.explain()
+    assert first["actions"][-1] == "user alice: made (UID 5001; its home is the file server's)", first["actions"]
+    assert "user alice: SSH keys written" not in first["actions"]
+    assert _entry(root, "passwd", "alice")[5] == "/home/alice" and not (root / "home" / "alice").exists()
+    run, again = _run(tmp_path, args, "again")
+    assert run.returncode == 0 and again["actions"] == [], run.explain()
+    # a home elsewhere is made here, with its keys, as before
+    bob = alice(name="bob", uid=5002, group="ml", home="/srv/bob")
+    run, other = _run(tmp_path, people(root, [alice(), bob]) | {"shared_paths": ["/home", "/srv/bobby"]}, "other")
+    assert run.returncode == 0, run.explain()
+    assert other["actions"] == ["user bob: made (UID 5002)", "user bob: SSH keys written"], other["actions"]
+
+
 def test_an_account_with_other_ids_fails_naming_host_account_and_both_ids_and_nothing_changes(tmp_path: Path) -> None:
     root = fake_root(tmp_path, PASSWD + "alice:x:1001:1001::/home/alice:/bin/bash\nbob:x:5002:5002::/:/bin/sh\n",
                      GROUP + "alice:x:1001:\nml:x:4000:\n")

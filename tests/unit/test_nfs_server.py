@@ -214,6 +214,19 @@ def test_the_smoke_work_directory_goes_to_the_shipped_work_area_and_the_server_m
     assert load(BASE).inventory.training.work_dir == "/srv/cluster-training"
 
 
+def test_the_clients_leave_the_homes_on_the_exports_to_the_server() -> None:
+    """roles/common's people task gets the shared mounts with their groups: a client (in the group) makes
+    no home there; the server is in neither group, so it makes the homes on its own disk."""
+    cluster = load(BASE + PEOPLE + SERVER)
+    shared = storage_variables(cluster, Path("/b"))["common_people_shared_mounts"]
+    assert shared == [{"path": "/home", "hosts_group": "storage_mount_0"},
+                      {"path": "/shared", "hosts_group": "storage_mount_1"}]
+    children = inventory_document(cluster)["all"]["children"]["cluster"]["children"]
+    assert "box" not in children["storage_mount_0"]["hosts"] and "gpu1" in children["storage_mount_0"]["hosts"]
+    local = load(BASE + "storage:\n  mounts:\n    - {source: tmpfs, path: /scratch, type: tmpfs}\n")
+    assert storage_variables(local, Path("/b"))["common_people_shared_mounts"] == []
+
+
 def test_plan_compares_the_exports_file_on_the_server_only_and_the_bundle_packs_the_server() -> None:
     cluster = load(BASE + SERVER)
     rendered = {item.path: item.content for item in render_configs(cluster, None)}
