@@ -78,8 +78,9 @@ def _settings(root: Path, **overrides: Any) -> dict[str, Any]:
     }
 
 
-def _deploy(root: Path, settings: dict[str, Any], manager: str = "standalone", env: dict[str, str] | None = None) -> PlaybookRun:
-    tasks = [{"name": "nfs_server", "ansible.builtin.include_role": {"name": "nfs_server"}}]
+def _deploy(root: Path, settings: dict[str, Any], manager: str = "standalone", env: dict[str, str] | None = None,
+            entry: str = "main") -> PlaybookRun:
+    tasks = [{"name": "nfs_server", "ansible.builtin.include_role": {"name": "nfs_server", "tasks_from": entry}}]
     path = {"PATH": f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     work = root / f"work-{len(list(root.glob('work-*')))}"
     return run_play(work, {"name": "nfs", "tasks": tasks}, {HOST: {}},
@@ -162,3 +163,14 @@ def test_under_systemd_the_nfs_server_unit_is_started_enabled_and_waited_for(roo
         again = _deploy(root, settings, manager="systemd")
         assert again.returncode == 0 and again.recap()["changed"] == 0, again.explain()
     assert Path(settings["nfs_server_exports_file"]).is_file()
+    # teardown (playbooks/teardown.yml, after the clients unmounted): stopped and disabled, the files kept
+    down = _deploy(root, settings, manager="systemd", entry="teardown")
+    assert down.returncode == 0, down.explain()
+    assert not list(state.glob("*.nfs-server*")), sorted(path.name for path in state.iterdir())
+    assert Path(settings["nfs_server_exports_file"]).is_file() and (root / "srv" / "home" / "alice").is_dir()
+
+
+def test_without_systemd_teardown_stops_nothing_where_no_server_runs(root: Path) -> None:
+    """This kernel has no nfsd: no rpc.mountd runs and no thread count to set; teardown changes nothing."""
+    down = _deploy(root, _settings(root), entry="teardown")
+    assert down.returncode == 0 and down.recap()["changed"] == 0, down.explain()
