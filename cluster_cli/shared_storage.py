@@ -124,6 +124,13 @@ def _is(host: ManagedHost, server: str | None) -> bool:
     return server is not None and server in (host.name, host.address)
 
 
+def serves_in_place(host: ManagedHost, mount: Mount) -> bool:
+    """Whether ``host`` is the NFS server of ``mount`` and has its files at the mount point itself (an
+    export of the cluster's NFS server mounted at its own path): it sees what its clients see there
+    without mounting it."""
+    return _is(host, nfs_server_name(mount)) and _normal(mount.source.rsplit(":", 1)[1]) == _normal(mount.path)
+
+
 def _in_groups(host: ManagedHost, groups: set[str]) -> bool:
     return bool(groups) and any(node.group.name in groups for node in host.slurmd_nodes)
 

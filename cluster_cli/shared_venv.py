@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from cluster_cli.cluster import Cluster
 from cluster_cli.model import Inventory, Mount
-from cluster_cli.shared_storage import LOCAL_TYPES, selected_hosts
+from cluster_cli.shared_storage import LOCAL_TYPES, selected_hosts, serves_in_place
 
 # The hosts roles/training_env runs on (render/ansible_inventory's training_env group).
 TRAINING_ROLES = frozenset({"compute", "login"})
@@ -30,12 +30,15 @@ def venv_mount(inventory: Inventory) -> Mount | None:
 
 
 def sharing_hosts(cluster: Cluster) -> list[str]:
-    """The training environment's hosts that see it on one shared mount, in host order; [] where it
-    is on local disks or only one of them mounts it."""
+    """The training environment's hosts that see it on one shared mount (the NFS server of its own
+    export among them), in host order; [] where it is on local disks or only one host sees it."""
     mount = venv_mount(cluster.inventory)
     if mount is None:
         return []
-    sharing = [name for name in selected_hosts(cluster.hosts, mount) if cluster.hosts[name].roles & TRAINING_ROLES]
+    mounting = set(selected_hosts(cluster.hosts, mount))
+    # the NFS server of its own export sees the clients' files at that path without mounting it
+    sharing = [name for name, host in cluster.hosts.items()
+               if host.roles & TRAINING_ROLES and (name in mounting or serves_in_place(host, mount))]
     return sharing if len(sharing) > 1 else []
 
 

@@ -56,3 +56,14 @@ def test_plan_says_the_environment_is_installed_once_and_where() -> None:
         "and the others only check it"
     ]
     assert shared_venv_notes(load(BASE)) == []
+
+
+def test_the_nfs_server_of_its_own_export_shares_the_environment_it_holds() -> None:
+    """head, a login host, serves /shared and mounts nothing of its own: it sees the clients'
+    /shared/venv on its disk, so it is one of the sharing hosts (the first: it installs, unsquashed),
+    not a host that installs a second copy into the same directory beside them."""
+    cluster = load(BASE + "storage:\n  nfs_server:\n    host: head\ntraining:\n  venv_path: /shared/venv\n")
+    assert sharing_hosts(cluster) == TRAINING_HOSTS
+    # a declared mount from a cluster host's other directory: the host's own copy is elsewhere
+    declared = load(_with_mount("/opt/cluster-training", source="head:/export/opt"))
+    assert "head" not in sharing_hosts(declared)
