@@ -128,7 +128,7 @@ def serves_in_place(host: ManagedHost, mount: Mount) -> bool:
     """Whether ``host`` is the NFS server of ``mount`` and has its files at the mount point itself (an
     export of the cluster's NFS server mounted at its own path): it sees what its clients see there
     without mounting it."""
-    return _is(host, nfs_server_name(mount)) and _normal(mount.source.rsplit(":", 1)[1]) == _normal(mount.path)
+    return _is(host, nfs_server_name(mount)) and normal_path(mount.source.rsplit(":", 1)[1]) == normal_path(mount.path)
 
 
 def _in_groups(host: ManagedHost, groups: set[str]) -> bool:
@@ -207,11 +207,11 @@ def exported_mounts(storage: Storage, hosts: dict[str, ManagedHost]) -> list[Mou
     server = storage.nfs_server
     if server is None or server.host not in hosts:
         return []
-    taken = {_normal(mount.path) for mount in storage.mounts}
+    taken = {normal_path(mount.path) for mount in storage.mounts}
     address = hosts[server.host].address
     source_host = f"[{address}]" if ":" in address else address
     return [Mount(source=f"{source_host}:{export.path}", path=export.path, type="nfs4", hosts=EXPORT_MOUNT_HOSTS)
-            for export in server_exports(server) if export.mount and _normal(export.path) not in taken]
+            for export in server_exports(server) if export.mount and normal_path(export.path) not in taken]
 
 
 def with_exported_mounts(inventory: Inventory, hosts: dict[str, ManagedHost]) -> Inventory:
@@ -239,7 +239,7 @@ def with_shared_work_dir(inventory: Inventory) -> Inventory:
     server = storage.nfs_server if storage is not None else None
     if "work_dir" in training.model_fields_set or server is None:
         return inventory
-    if not any(export.mount and _normal(export.path) == WORK_AREA for export in server_exports(server)):
+    if not any(export.mount and normal_path(export.path) == WORK_AREA for export in server_exports(server)):
         return inventory
     return inventory.model_copy(update={"training": training.model_copy(update={"work_dir": SHARED_WORK_DIR})})
 
@@ -248,7 +248,8 @@ def exported_work_dirs(inventory: Inventory, exported: list[str]) -> list[dict[s
     """training.work_dir where it lies inside an exported directory, as roles/nfs_server makes it on the
     server for the test user (root on a client is squashed: it could make it, but not give it away)."""
     training = inventory.training
-    if not any(_normal(training.work_dir).startswith(_normal(path).rstrip("/") + "/") for path in exported):
+    work_dir = normal_path(training.work_dir)
+    if not any(inside(work_dir, normal_path(path)) and work_dir != normal_path(path) for path in exported):
         return []
     return [{"path": training.work_dir, "owner": training.test_user, "group": training.test_user, "mode": "0755"}]
 
@@ -260,11 +261,18 @@ HOME_MODE = "0700"
 def exported_homes(users: list[dict[str, Any]], exported: list[str]) -> list[dict[str, str]]:
     """The homes of people_accounts' users (not absent) that lie inside an exported directory, as
     roles/nfs_server makes them on the server: {path, owner, group, mode}."""
-    roots = [_normal(path) for path in exported]
+    roots = [normal_path(path) for path in exported]
     return [{"path": user["home"], "owner": user["name"], "group": user["group"], "mode": HOME_MODE}
             for user in users
-            if user["state"] != "absent" and any(_normal(user["home"]).startswith(root.rstrip("/") + "/") for root in roots)]
+            if user["state"] != "absent"
+            and any(inside(normal_path(user["home"]), root) and normal_path(user["home"]) != root for root in roots)]
 
 
-def _normal(path: str) -> str:
+def normal_path(path: str) -> str:
+    """``path`` without repeated or trailing slashes."""
     return "/" + "/".join(part for part in path.split("/") if part)
+
+
+def inside(path: str, tree: str) -> bool:
+    """Whether the normal ``path`` is ``tree`` or below it."""
+    return path == tree or path.startswith(tree.rstrip("/") + "/")

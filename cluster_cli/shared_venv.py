@@ -33,8 +33,10 @@ def sharing_hosts(cluster: Cluster) -> list[str]:
     """The training environment's hosts that see it on one shared mount (the NFS server of its own
     export among them), in host order; [] where it is on local disks or only one host sees it."""
     mount = venv_mount(cluster.inventory)
-    if mount is None:
-        return []
+    return [] if mount is None else _sharing(cluster, mount)
+
+
+def _sharing(cluster: Cluster, mount: Mount) -> list[str]:
     mounting = set(selected_hosts(cluster.hosts, mount))
     # the NFS server of its own export sees the clients' files at that path without mounting it
     sharing = [name for name, host in cluster.hosts.items()
@@ -44,8 +46,8 @@ def sharing_hosts(cluster: Cluster) -> list[str]:
 
 def shared_venv_notes(cluster: Cluster) -> list[str]:
     """What plan says of an environment on shared storage (nothing for one on local disks)."""
-    sharing = sharing_hosts(cluster)
     mount = venv_mount(cluster.inventory)
+    sharing = [] if mount is None else _sharing(cluster, mount)
     if not sharing or mount is None:
         return []
     return [

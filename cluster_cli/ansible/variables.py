@@ -155,13 +155,14 @@ def nfs_server_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
     storage = cluster.inventory.storage
     server = storage.nfs_server if storage is not None else None
     exports = server_exports(server) if server is not None else []
+    exported = [export.path for export in exports]
     return {
         "nfs_server_exports": [{"path": export.path, "owner": export.owner or "root", "group": export.group or "root",
                                 "mode": export.mode or "0755"} for export in exports],
         "nfs_server_exports_src": str(build_dir / EXPORTS_BUILD_PATH),
         "nfs_server_exports_file": f"{EXPORTS_DIR}/{EXPORTS_FILE}",
-        "nfs_server_homes": exported_homes(people_document(cluster.inventory)["users"], [export.path for export in exports]),
-        "nfs_server_work_dirs": exported_work_dirs(cluster.inventory, [export.path for export in exports]),
+        "nfs_server_homes": exported_homes(people_document(cluster.inventory)["users"], exported),
+        "nfs_server_work_dirs": exported_work_dirs(cluster.inventory, exported),
     }
 
 

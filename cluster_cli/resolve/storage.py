@@ -16,8 +16,10 @@ from cluster_cli.shared_storage import (
     ROLE_OF_SELECTOR,
     export_clients,
     export_options,
+    inside,
     installable,
     is_world,
+    normal_path,
     selected_hosts,
     server_exports,
     source_problem,
@@ -37,7 +39,7 @@ def check_storage(inventory: Inventory, hosts: dict[str, ManagedHost], problems:
     first_at: dict[str, int] = {}
     for index, mount in enumerate(storage.mounts):
         at: Location = ("storage", "mounts", index)
-        path = _normal(mount.path)
+        path = normal_path(mount.path)
         message = _system_problem(path) or _slurm_problem(inventory, path)
         if message:
             problems.add(at + ("path",), message)
@@ -52,18 +54,10 @@ def check_storage(inventory: Inventory, hosts: dict[str, ManagedHost], problems:
         check_nfs_server(inventory, storage.nfs_server, hosts, problems)
 
 
-def _normal(path: str) -> str:
-    return "/" + "/".join(part for part in path.split("/") if part)
-
-
-def _inside(path: str, tree: str) -> bool:
-    return path == tree or path.startswith(tree.rstrip("/") + "/")
-
-
 def _system_problem(path: str) -> str | None:
     if path == "/":
         return "/ is the root file system: mount a shared file system at a directory of its own (e.g. /shared)"
-    tree = next((tree for tree in SYSTEM_TREES if _inside(path, tree)), None)
+    tree = next((tree for tree in SYSTEM_TREES if inside(path, tree)), None)
     if tree is None:
         return None
     return f"{path} is inside the system directory {tree}: a mount there would hide the host's own files"
@@ -74,19 +68,19 @@ def _slurm_problem(inventory: Inventory, path: str) -> str | None:
     be a mount (primary and backup controllers share StateSaveLocation), not inside one's child."""
     paths = inventory.slurm.paths
     for field in ("conf_dir", "spool_dir", "log_dir", "run_dir"):
-        directory = _normal(getattr(paths, field))
-        if _inside(path, directory) or _inside(directory, path):
+        directory = normal_path(getattr(paths, field))
+        if inside(path, directory) or inside(directory, path):
             return f"{path} would hold or hide slurm.paths.{field} {directory}, which each host keeps on its own disk"
-    state = _normal(paths.state_dir)
-    if path != state and _inside(path, state):
+    state = normal_path(paths.state_dir)
+    if path != state and inside(path, state):
         return f"{path} is inside slurm.paths.state_dir {state}: mount the state directory itself, or elsewhere"
     return None
 
 
 def _check_nested(mounts: list[Mount], index: int, path: str, problems: Problems) -> None:
     for other_index, other in enumerate(mounts):
-        other_path = _normal(other.path)
-        if other_index != index and other_path != path and _inside(path, other_path):
+        other_path = normal_path(other.path)
+        if other_index != index and other_path != path and inside(path, other_path):
             problems.add(("storage", "mounts", index, "path"),
                          f"{path} is inside {other_path}, the mount point of storage.mounts[{other_index}]: "
                          "a mount over another hides it until the outer one is mounted; give it a path of its own")
@@ -124,7 +118,7 @@ def check_nfs_server(inventory: Inventory, server: NfsServer, hosts: dict[str, M
         problems.add(at + ("host",), f"{server.host!r} is not a host of this inventory ({', '.join(list(hosts)[:8])}"
                                      f"{' ...' if len(hosts) > 8 else ''}): the NFS server must be one the deploy configures")
     exports = server_exports(server)
-    paths = [_normal(export.path) for export in exports]
+    paths = [normal_path(export.path) for export in exports]
     for index, export in enumerate(exports):
         # the shipped exports are not in the file: their problems are the section's
         export_at: Location = at + ("exports", index) if server.exports is not None else at
@@ -150,7 +144,7 @@ def _check_export_path(inventory: Inventory, paths: list[str], index: int, at: L
 
 
 def _system_export_problem(path: str) -> str | None:
-    tree = "/" if path == "/" else next((tree for tree in SYSTEM_TREES if _inside(path, tree)), None)
+    tree = "/" if path == "/" else next((tree for tree in SYSTEM_TREES if inside(path, tree)), None)
     if tree is None:
         return None
     where = "the root file system" if tree == "/" else f"inside the system directory {tree}"
@@ -159,7 +153,7 @@ def _system_export_problem(path: str) -> str | None:
 
 def _check_nested_export(paths: list[str], index: int, at: Location, problems: Problems) -> None:
     for other_index, other in enumerate(paths):
-        if other_index != index and other not in (paths[index], "/") and _inside(paths[index], other):
+        if other_index != index and other not in (paths[index], "/") and inside(paths[index], other):
             problems.add(at, f"{paths[index]} is inside {other}, exported by storage.nfs_server.exports"
                                          f"[{other_index}]: a client of both would see one through the other; export it once")
             return
@@ -183,8 +177,8 @@ def _check_mounted_over(inventory: Inventory, hosts: dict[str, ManagedHost], ser
     would hide the export (the server would export the client's view of another file system)."""
     storage = inventory.storage
     for index, mount in enumerate(storage.mounts if storage is not None else []):
-        mounted = _normal(mount.path)
-        if _inside(path, mounted) and server in selected_hosts(hosts, mount):
+        mounted = normal_path(mount.path)
+        if inside(path, mounted) and server in selected_hosts(hosts, mount):
             problems.add(at, f"{path} would be hidden on {server} by storage.mounts[{index}] ({mounted}), "
                                          "which that host mounts: leave the server out of that mount's hosts")
             return

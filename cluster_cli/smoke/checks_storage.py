@@ -14,7 +14,14 @@ from __future__ import annotations
 import secrets
 
 from cluster_cli.smoke import judge
-from cluster_cli.smoke.checks_training import PREEMPT_HOLD_STEP, incarnation_nodes, submit, wait_resumed
+from cluster_cli.smoke.checks_training import (
+    PREEMPT_HOLD_STEP,
+    incarnation_nodes,
+    parked,
+    signal_checkpoint,
+    submit,
+    wait_resumed,
+)
 from cluster_cli.smoke.context import CheckContext, job_failure
 from cluster_cli.smoke.report import CheckResult, Verdict
 from cluster_cli.smoke.text import read_job_text
@@ -91,13 +98,9 @@ def _resume_elsewhere(ctx: CheckContext, first: str, second: str) -> CheckResult
     holding = run_dir / "holding"
     hold = ["--hold-at-step", str(PREEMPT_HOLD_STEP)]
     job, _, output = submit(ctx, CHECK, {"PREEMPT_DIR": str(run_dir)}, hold, script="preempt", nodes=[first])
-    info = ctx.session.wait(job, ctx.remaining(), until=lambda info: holding.exists() or info.finished)
-    if not holding.exists():
-        return job_failure(CHECK, info, output, "the training ended before reaching its hold step")
-    signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
-    if signalled.returncode != 0:
-        return CheckResult(CHECK, Verdict.FAIL, f"scancel --batch --signal=USR1 failed: {signalled.output}",
-                           job_ids=[job])
+    not_started = parked(ctx, CHECK, job, output, holding) or signal_checkpoint(ctx, CHECK, job, output)
+    if not_started:
+        return not_started
     result = wait_resumed(ctx, job, output, run_dir, None, CHECK, moved_to=second)
     return judge.judge_moved_resume(result, first, second, incarnation_nodes(output))
 

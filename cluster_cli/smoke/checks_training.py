@@ -177,23 +177,38 @@ def check_preempt(ctx: CheckContext) -> CheckResult:
     job, work, output = submit(
         ctx, "preempt", {"PREEMPT_DIR": str(run_dir)}, ["--hold-at-step", str(PREEMPT_HOLD_STEP)], qos
     )
-    # The training parks at the hold step and says so; signal only then, so the step is known.
-    info = ctx.session.wait(job, ctx.remaining(), until=lambda info: holding.exists() or info.finished)
-    if not holding.exists():
-        return _finish(
-            job_failure("preempt", info, output, "ended before reaching the hold step"), job, output
-        )
+    not_parked = parked(ctx, "preempt", job, output, holding)
+    if not_parked:
+        return not_parked
     preemptor = _preemptor(ctx, work, preemption) if preemption else None
     if preemptor is None:
-        signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
-        if signalled.returncode != 0:
-            return _finish(CheckResult("preempt", Verdict.FAIL,
-                                       f"scancel --batch --signal=USR1 failed: {signalled.output}"), job, output)
+        not_signalled = signal_checkpoint(ctx, "preempt", job, output)
+        if not_signalled:
+            return not_signalled
     try:
         return wait_resumed(ctx, job, output, run_dir, preemptor)
     finally:
         if preemptor:
             ctx.session.cancel(preemptor)
+
+
+def parked(ctx: CheckContext, check: str, job: str, output: Path, holding: Path) -> CheckResult | None:
+    """Wait until preempt.sbatch's training parks at its hold step and says so (a signal only then
+    names a known step); the check's failure if the job ended first, else None."""
+    info = ctx.session.wait(job, ctx.remaining(), until=lambda info: holding.exists() or info.finished)
+    if holding.exists():
+        return None
+    return _finish(job_failure(check, info, output, "ended before reaching the hold step"), job, output)
+
+
+def signal_checkpoint(ctx: CheckContext, check: str, job: str, output: Path) -> CheckResult | None:
+    """USR1 to the batch shell, whose trap asks the training to checkpoint; the check's failure if
+    scancel failed, else None."""
+    signalled = ctx.session.cancel(job, signal_name="USR1", batch_only=True)
+    if signalled.returncode == 0:
+        return None
+    return _finish(CheckResult(check, Verdict.FAIL, f"scancel --batch --signal=USR1 failed: {signalled.output}"),
+                   job, output)
 
 
 def _preemptor(ctx: CheckContext, work: Path, preemption: dict[str, str]) -> str:
