@@ -169,6 +169,10 @@ def all_storage_packages(inventory: Inventory) -> list[str]:
 
 # storage.nfs_server
 SERVER_PACKAGES = ("nfs-kernel-server",)
+# The kernel's server listens on NFS's own port; plan and status find the server by rpc.mountd, its
+# one process (nfsd's threads are the kernel's, with no command line to match).
+SERVER_PORT = 2049
+SERVER_PROGRAM = "rpc.mountd"
 # root_squash: root on a client is nobody on the export; sync: the server answers a write once it
 # is on disk (a checkpoint a job was told is written survives a server crash); no_subtree_check:
 # exports(5)'s default since nfs-utils 1.1, said here so that exportfs does not warn.

@@ -27,6 +27,7 @@ from cluster_cli.shared_storage import (
     exported_homes,
     exported_work_dirs,
     mount_group,
+    SERVER_PORT,
     server_exports,
     shared_mounts,
 )
@@ -163,6 +164,7 @@ def nfs_server_variables(cluster: Cluster, build_dir: Path) -> dict[str, Any]:
         "nfs_server_exports_file": f"{EXPORTS_DIR}/{EXPORTS_FILE}",
         "nfs_server_homes": exported_homes(people_document(cluster.inventory)["users"], exported),
         "nfs_server_work_dirs": exported_work_dirs(cluster.inventory, exported),
+        "nfs_server_port": SERVER_PORT,
     }
 
 

@@ -9,6 +9,7 @@ from cluster_cli.errors import Location
 from cluster_cli.model import Inventory
 from cluster_cli.resolve.hosts import ManagedHost
 from cluster_cli.resolve.problems import Problems
+from cluster_cli.shared_storage import SERVER_PORT, SERVER_PROGRAM
 
 MARIADB_PORT = 3306
 # Where a probe on the host itself reaches a daemon that listens on every address (Slurm's) or on
@@ -44,10 +45,11 @@ def check_ports(inventory: Inventory, hosts: dict[str, ManagedHost], problems: P
     group_index = {id(group): index for index, group in enumerate(inventory.node_groups)}
     monitored = inventory.monitoring.host is not None
     for host in hosts.values():
-        if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles and not monitored:
+        storage = storage_ports(inventory, host)
+        if len(host.slurmd_nodes) < 2 and not {"controller", "database"} & host.roles and not monitored and not storage:
             continue  # one port and one node at most: nothing can clash
         users: dict[int, str] = {}
-        for claim in daemon_ports(inventory, host, group_index) + monitoring_ports(inventory, host):
+        for claim in daemon_ports(inventory, host, group_index) + monitoring_ports(inventory, host) + storage:
             if claim.port in users:
                 message = f"port {claim.port} on host '{host.name}' is used by both {users[claim.port]} and {claim.label}"
                 problems.add(claim.where, message)
@@ -100,8 +102,17 @@ def monitoring_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort
 
 
 def host_daemons(inventory: Inventory, host: ManagedHost) -> list[DaemonPort]:
-    """Every daemon ``host`` runs with a port: Slurm's, MariaDB, and the monitoring daemons."""
-    return daemon_ports(inventory, host) + monitoring_ports(inventory, host)
+    """Every daemon ``host`` runs with a port: Slurm's, MariaDB, the monitoring daemons and the NFS server."""
+    return daemon_ports(inventory, host) + monitoring_ports(inventory, host) + storage_ports(inventory, host)
+
+
+def storage_ports(inventory: Inventory, host: ManagedHost) -> list[DaemonPort]:
+    """The NFS server, on the host of storage.nfs_server (roles/nfs_server); none elsewhere."""
+    server = inventory.storage.nfs_server if inventory.storage is not None else None
+    if server is None or server.host != host.name:
+        return []
+    return [DaemonPort("nfs-server", "the NFS server", SERVER_PORT, ("storage", "nfs_server", "host"),
+                       program=SERVER_PROGRAM)]
 
 
 def check_shared_devices(hosts: dict[str, ManagedHost], problems: Problems) -> None:

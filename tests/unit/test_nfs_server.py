@@ -10,17 +10,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from unit_helpers import BASE, expected_problems, line_of, load, problems
+from unit_helpers import BASE, expected_problems, line_of, load, problems, started
 
 from cluster_cli.ansible.variables import nfs_server_variables, storage_variables
 from cluster_cli.bundle.packages import debian_packages, package_list
 from cluster_cli.host_files import files_by_host
-from cluster_cli.plan import _package_changes
-from cluster_cli.probe import HostProbe
+from cluster_cli.plan import _daemon_changes, _package_changes
+from cluster_cli.probe import HostProbe, agent, daemon_request
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import inventory_document
 from cluster_cli.render.nfs_exports import EXPORTS_BUILD_PATH, exports_text, render_nfs_exports
 from cluster_cli.shared_storage import SERVER_PACKAGES, packages_by_host
+from cluster_cli.slurm_facts import ConfChange
+from cluster_cli.status import daemon_statuses
 
 SERVER = "storage:\n  nfs_server:\n    host: box\n"
 OPTIONS = "(rw,sync,root_squash,no_subtree_check)"
@@ -299,3 +301,39 @@ def test_plan_installs_the_server_package_on_the_server_and_the_client_on_the_ot
     installed = HostProbe("box", packages={"nfs-kernel-server": "1:2.6.2-4+deb12u1"})
     changes = _package_changes(cluster, "box", cluster.hosts["box"].roles, installed, wanted["box"])
     assert changes and "nfs-kernel-server" not in {change.subject for change in changes}
+
+
+def test_plan_and_status_ask_the_server_about_its_daemon_and_its_port() -> None:
+    cluster = load(BASE + SERVER)
+    request = daemon_request(cluster, cluster.hosts["box"])
+    assert request["ports"]["nfs-server"] == ["127.0.0.1", 2049]
+    assert request["programs"]["nfs-server"] == "rpc.mountd" and request["pidfiles"]["nfs-server"] == ""
+    assert "nfs-server" not in daemon_request(cluster, cluster.hosts["gpu1"])["ports"]
+    assert nfs_server_variables(cluster, Path("/b"))["nfs_server_port"] == 2049  # the port the role waits for
+
+    daemons = {name: {"pid": 1, "running": name != "nfs-server"} for name in request["pidfiles"]}
+    stopped = HostProbe("box", daemons=daemons, ports={name: name != "nfs-server" for name in request["ports"]})
+    [status] = [line for line in daemon_statuses(cluster, {**{name: HostProbe(name) for name in cluster.hosts},
+                                                           "box": stopped}) if line.daemon == "nfs-server"]
+    assert (status.host, status.port, status.problem) == ("box", 2049, "not running")
+    rows = _daemon_changes(cluster, "box", [], stopped, ConfChange(False, False, False, False, ()))
+    assert [(row.subject, row.detail) for row in rows] == [("nfs-server", "not running: start")]
+
+
+def test_a_slurmd_on_the_servers_port_is_refused_at_the_server() -> None:
+    text = BASE.replace("base_port: 17001", "base_port: 2049") + SERVER.replace("box\n", "box  # the server\n")
+    assert problems(text) == expected_problems(text, [
+        ("box  # the server", "storage.nfs_server.host", "port 2049 on host 'box' is used by both slurmd of dev1 and the NFS server"),
+    ])
+
+
+def test_the_agent_finds_the_server_by_rpc_mountd(tmp_path: Path) -> None:
+    program = tmp_path / "rpc.mountd"
+    program.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    server = started([str(program), "30"])
+    try:
+        assert agent.process_facts("", 0.0, "nfs-server", "rpc.mountd")["running"]
+        assert agent.find_daemon("nfs-server") is None  # nothing runs a program of the daemon's own name
+    finally:
+        server.kill()
+        server.wait()

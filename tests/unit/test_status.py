@@ -16,6 +16,7 @@ from cluster_cli.loader import load_cluster, load_cluster_text
 from cluster_cli.probe import HostProbe, agent, daemon_request
 from cluster_cli.progress import daemon_lines
 from cluster_cli.status import ClusterStatus, daemon_statuses
+from unit_helpers import started
 
 HETERO = Path(__file__).resolve().parents[2] / "inventories" / "examples" / "hetero-local.yaml"
 NODES = ("h100-1", "h100-2", "l4-1", "cpu1", "cpu2")
@@ -56,8 +57,8 @@ def test_the_monitoring_daemons_are_asked_about_at_the_address_they_listen_on_an
 
 
 def test_the_agent_finds_a_python_daemon_by_its_module_and_no_other_process() -> None:
-    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = started([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert agent.find_daemon("web", "http.server") == server.pid
         assert agent.process_facts("", 0.0, "web", "http.server")["running"]

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -178,3 +179,17 @@ def debian_program(program: str, package: str, cache: Path) -> Path | None:
         for deb in sorted(cache.glob(f"{package}_*.deb")):
             subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "x")], check=False)
     return binary if binary.is_file() else None
+
+
+def started(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``argv`` started, returned once its command line shows in /proc: right after the fork the
+    child's /proc/PID/cmdline can still be empty on a loaded machine, and a probe looking for the
+    program there would find nothing."""
+    process = subprocess.Popen(argv, **options)
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    for _ in range(500):
+        if cmdline.read_bytes():
+            return process
+        time.sleep(0.01)
+    process.kill()
+    raise AssertionError(f"{argv[0]} showed no command line in /proc after 5 s")
