@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ensurepip
 import grp
+import json
 import pwd
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
-from role_runner import TARGET_PYTHON, ansible_playbook, run_play, run_tasks
+from role_runner import TARGET_PYTHON, ansible_playbook, role_vars_files, run_play, run_tasks
 
 pytestmark = pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed")
 
@@ -224,3 +225,22 @@ def test_on_a_shared_mount_the_first_host_installs_and_the_others_only_check(tmp
     assert lacking.returncode != 0, lacking.explain()
     assert f"The training environment {tmp_path / 'venv'} on shared storage lacks no-such-pkg==1.0" in lacking.stdout
     assert _hosts_lines(lacking.stdout, SHARED_ASSERT) == {"h1": "fatal", "h2": "fatal"}, lacking.explain()
+
+
+def test_only_the_host_that_creates_a_shared_environment_gets_venv(tmp_path: Path) -> None:
+    """python3-venv makes environments: the first sharing host (the installer) and a host with an
+    environment of its own get it, a host that shares one another host made gets only the rest."""
+    play = {
+        "name": "the environment's packages",
+        "vars_files": role_vars_files("training_env"),
+        "tasks": [{
+            "name": "Write what each host installs",
+            "ansible.builtin.copy": {"content": "{{ __training_env_system_packages | to_json }}",
+                                     "dest": str(tmp_path) + "/{{ inventory_hostname }}.json", "mode": "0644"},
+        }],
+    }
+    variables = {"training_env_shared_hosts": ["h1", "h2"], "training_env_system_packages": ["python3-venv", "libgomp1"]}
+    run = run_play(tmp_path / "work", play, {"h1": {}, "h2": {}, "h3": {}}, variables)
+    assert run.returncode == 0, run.explain()
+    assert {host: json.loads((tmp_path / f"{host}.json").read_text()) for host in ("h1", "h2", "h3")} == {
+        "h1": ["python3-venv", "libgomp1"], "h2": ["libgomp1"], "h3": ["python3-venv", "libgomp1"]}
