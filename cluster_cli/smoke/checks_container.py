@@ -5,12 +5,14 @@ and a job without GPUs cannot (the device cgroup reaches into the container), an
 and the work area are there, writable.
 
 The test user makes the bundle (training/container_bundle.py: `runc spec --rootless` writes that
-user's uid mapping) in the check's directory on the work area, from ``containers.image``.
+user's uid mapping) in the check's directory on the work area, from ``containers.image``, in a job on
+the first node: the bundle lists the device files of the host that makes it.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from cluster_cli.smoke import judge
@@ -58,14 +60,17 @@ def check_container(ctx: CheckContext) -> CheckResult:
         return CheckResult(NAME, Verdict.FAIL, ctx.torch_problem)
     work = ctx.check_dir(NAME)
     bundle = work / "bundle"
+    # On the first node, not the submit host: the bundle lists the device files of the host that
+    # makes it, and a login host has none of the compute nodes' GPUs (docs/containers.md).
     made = ctx.session.run(
-        ["python3", str(ctx.training_dir / BUNDLE_SCRIPT), "--image", target.container_image, "--bundle", str(bundle),
+        ["srun", *ctx.job_args(NAME), f"--nodelist={target.nodes[0]}", "--nodes=1", "--ntasks=1",
+         "python3", str(ctx.training_dir / BUNDLE_SCRIPT), "--image", target.container_image, "--bundle", str(bundle),
          "--bind-home", "--bind", str(target.work_dir), "--devices", target.gpu_device_glob],
-        timeout=min(60.0, ctx.remaining()), cwd=work,
+        timeout=min(120.0, ctx.remaining()), cwd=work,
     )
     if made.returncode != 0:
-        return CheckResult(NAME, Verdict.FAIL, f"the test user could not make a bundle from {target.container_image}",
-                           output_tail=tail(made.output))
+        return CheckResult(NAME, Verdict.FAIL, f"the test user could not make a bundle from {target.container_image} "
+                           f"on {target.nodes[0]}", output_tail=tail(made.output))
     world = len(target.nodes) * target.ranks_per_node
     job, work, output = submit(ctx, NAME, {"DDP_BASELINE": "1" if world > 1 else "0", "CONTAINER_BUNDLE": str(bundle)},
                                script="ddp")
@@ -78,16 +83,18 @@ def check_container(ctx: CheckContext) -> CheckResult:
     )
     if trained.verdict is not Verdict.PASS:
         return trained
-    probes = [_probe(ctx, str(bundle), gpus) for gpus in ((1, 0) if target.gpus_per_node else (0,))]
+    probes = [_probe(ctx, str(bundle), work, gpus) for gpus in ((1, 0) if target.gpus_per_node else (0,))]
     return judge_container(trained, result or {}, probes, target.node_devices.get(target.nodes[0], []))
 
 
-def _probe(ctx: CheckContext, bundle: str, gpus: int) -> dict[str, Any]:
-    """One task on the first node in the container, with ``gpus`` GPUs; its probe line (or the failure)."""
+def _probe(ctx: CheckContext, bundle: str, work: Path, gpus: int) -> dict[str, Any]:
+    """One task on the first node in the container, with ``gpus`` GPUs; its probe line (or the failure).
+    ``work``: the check's own directory in the work area (the work area's root may be the site's, not
+    writable by the test user: the test bed's is root's)."""
     done = ctx.session.run(
         ["srun", *ctx.job_args(NAME), f"--nodelist={ctx.target.nodes[0]}", "--nodes=1", "--ntasks=1",
          *([f"--gpus={gpus}"] if gpus else []), f"--container={bundle}",
-         "python3", "-c", PROBE, ctx.target.gpu_device_glob, str(ctx.target.work_dir)],
+         "python3", "-c", PROBE, ctx.target.gpu_device_glob, str(work)],
         timeout=min(120.0, ctx.remaining()),
     )
     for line in done.stdout.splitlines():
@@ -105,7 +112,8 @@ def judge_container(
     trained: CheckResult, result: dict[str, Any], probes: list[dict[str, Any]], own_devices: list[str]
 ) -> CheckResult:
     """The DDP verdict (passed), that it ran in the image, and each probe's evidence: the image, home
-    and work area writable; with a GPU its own device file opens, without one none of the node's."""
+    and the check's directory in the work area writable; with a GPU its own device file opens, without
+    one none of the node's."""
     problems: list[str] = []
     if not result.get("env", {}).get("image"):
         problems.append("the DDP ranks did not run in the image (no /etc/cluster-cli-image inside)")
@@ -132,7 +140,7 @@ def judge_container(
                 else "")
     return CheckResult(
         NAME, Verdict.PASS,
-        f"DDP in the image via srun --container: {trained.reason};{gpu_part} home and work area writable inside",
+        f"DDP in the image via srun --container: {trained.reason};{gpu_part} home and the work area writable inside",
         trained.figure, trained.figure_name, trained.unit, trained.threshold, trained.comparison,
         details=details, warnings=trained.warnings,
         job_ids=trained.job_ids,
