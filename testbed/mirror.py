@@ -83,6 +83,8 @@ DEFAULT_MIRROR_PACKAGES: tuple[str, ...] = (
     # roles/storage_client's fuse.sshfs client (the default scenario's storage.mounts with
     # CLUSTER_TB_STORAGE=1): always in the list, like the directory's packages
     "sshfs",
+    # container jobs (cluster_cli/containers.py's runtime; the default scenario with CLUSTER_TB_CONTAINERS=1)
+    "runc",
 )
 
 

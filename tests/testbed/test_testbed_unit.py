@@ -84,7 +84,7 @@ def test_mirror_must_have_an_index(tmp_path: Path) -> None:
 def test_nspawn_runs_inside_the_host_netns_and_uses_it() -> None:
     argv = nspawn_argv("cltb-x-h1", "h1", Path("/r"), "cltb-x-h1", [(Path("/m"), "/mirror")])
     assert argv[:2] == ["nsenter", "--net=/run/netns/cltb-x-h1"]
-    for opt in ("-b", "--register=no", "--keep-unit", "--capability=all",
+    for opt in ("-b", "--register=no", "--keep-unit", "--capability=all", "--system-call-filter=@keyring",
                 "--network-namespace-path=/run/netns/cltb-x-h1", "--bind-ro=/m:/mirror",
                 "--hostname=h1", "--machine=cltb-x-h1"):
         assert opt in argv
