@@ -27,7 +27,7 @@ from cluster_cli.plan import Impact
 from cluster_cli.probe import HostProbe, agent
 
 from test_plan import MUNGE_KEY, _converged_probe, _plan, _rendered
-from unit_helpers import local_cluster
+from unit_helpers import local_cluster, started
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "inventories" / "local" / "inventory.yaml"
@@ -166,11 +166,8 @@ def test_the_agent_reads_the_cluster_name_and_compares_secrets_without_sending_t
 def test_the_agent_finds_the_slurm_daemons_running_here(tmp_path: Path) -> None:
     program = tmp_path / "slurmd"
     program.symlink_to(sys.executable)
-    child = subprocess.Popen([str(program), "-c", "import time; time.sleep(30)"])
+    child = started([str(program), "-c", "import time; time.sleep(30)"], timeout_s=10)
     try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/proc/{child.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
-            time.sleep(0.05)  # Popen may return before the kernel shows the new program's argv
         assert "slurmd" in agent.running_programs(agent.SLURM_DAEMONS)
     finally:
         child.kill()

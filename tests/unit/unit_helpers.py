@@ -181,15 +181,16 @@ def debian_program(program: str, package: str, cache: Path) -> Path | None:
     return binary if binary.is_file() else None
 
 
-def started(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+def started(argv: list[str], timeout_s: float = 5.0, **options: Any) -> subprocess.Popen[bytes]:
     """``argv`` started, returned once its command line shows in /proc: right after the fork the
     child's /proc/PID/cmdline can still be empty on a loaded machine, and a probe looking for the
     program there would find nothing."""
     process = subprocess.Popen(argv, **options)
     cmdline = Path(f"/proc/{process.pid}/cmdline")
-    for _ in range(500):
-        if cmdline.read_bytes():
-            return process
+    deadline = time.monotonic() + timeout_s
+    while not cmdline.read_bytes():
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"{argv[0]} showed no command line in /proc after {timeout_s:g} s")
         time.sleep(0.01)
-    process.kill()
-    raise AssertionError(f"{argv[0]} showed no command line in /proc after 5 s")
+    return process
