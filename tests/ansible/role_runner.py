@@ -138,6 +138,26 @@ def run_role(
     return run_play(work, play, inventory, extra_vars or {}, env=env, timeout=timeout)
 
 
+# roles/slurmd's files of the host (vars/main.yml), each written or removed by its configure phase
+SLURMD_HOST_FILES = {
+    "__slurmd_health_program": "cluster-cli-health",
+    "__slurmd_health_config": "cluster-cli-health.json",
+    "__slurmd_oci_run_program": "cluster-cli-oci-run",
+    "__slurmd_pam_access_file": "access-slurm-adopt.conf",
+    "__slurmd_pam_sshd_file": "pam.d-sshd",
+    "__slurmd_pam_session_file": "pam.d-common-session",
+    "__slurmd_openmpi_params_file": "openmpi-mca-params.conf",
+    "__slurmd_boot_gpus_path": "slurmd-fake-gpus.conf",
+}
+
+
+def slurmd_host_files(directory: Path) -> dict[str, str]:
+    """roles/slurmd's host files pointed into ``directory``: a role test must not write or remove the
+    machine's own (a local cluster deployed here keeps its health check, its Open MPI lines, its
+    container start program and its PAM stack)."""
+    return {name: str(directory / file) for name, file in SLURMD_HOST_FILES.items()}
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_runner import REPO, ansible_playbook, is_root, run_tasks
+from role_runner import REPO, ansible_playbook, is_root, run_tasks, slurmd_host_files
 
 from cluster_cli.health_expectations import HostHealthTexts
 from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_DOCUMENT, HEALTH_PROGRAM_PATH
@@ -53,7 +53,9 @@ def document(spool_dir: Path) -> dict[str, object]:
 def health_variables(tmp_path: Path, build: Path) -> dict[str, object]:
     program, config = tmp_path / "sbin" / "cluster-cli-health", tmp_path / "cluster-cli-health.json"
     program.parent.mkdir(exist_ok=True)
+    (tmp_path / "host").mkdir(exist_ok=True)
     return {
+        **slurmd_host_files(tmp_path / "host"),
         "slurmd_health_config_src": str(build / "health"),
         "__slurmd_health_program": str(program),
         "__slurmd_health_config": str(config),

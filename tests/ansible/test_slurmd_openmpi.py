@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from role_runner import ansible_playbook, is_root, run_tasks
+from role_runner import ansible_playbook, is_root, run_tasks, slurmd_host_files
 
 pytestmark = [
     pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
@@ -27,7 +27,9 @@ MPI = ["libpmix-dev", "openmpi-bin"]
 
 def _configure(tmp_path: Path, name: str, params: Path, nodes: int, packages: list[str]) -> int:
     """Run the configure phase; the number of changed tasks."""
+    (tmp_path / "host").mkdir(exist_ok=True)
     variables = {
+        **slurmd_host_files(tmp_path / "host"),
         "common_service_manager": "standalone",
         "slurmd_spool_dir": str(tmp_path / "spool"),
         "slurmd_nodes": [{"name": f"node{index}"} for index in range(1, nodes + 1)],

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from role_runner import HOST, ansible_playbook, is_root, run_play, run_role, run_tasks, write_executable
+from role_runner import HOST, ansible_playbook, is_root, run_play, run_role, run_tasks, slurmd_host_files, write_executable
 
 pytestmark = [
     pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
@@ -75,6 +75,7 @@ def test_results_per_compute_host_stay_few(tmp_path: Path, listening_port: int, 
     (pam / "common-session").write_text(SESSION)
     gpu = tmp_path / "dev" / "fake-gpu" / "nvidia0"
     extra = {
+        **slurmd_host_files(tmp_path),
         **_standalone(pending, run_dir),
         "__slurmd_pam_access_file": str(tmp_path / "access-slurm-adopt.conf"),
         "__slurmd_pam_sshd_file": str(pam / "sshd"),

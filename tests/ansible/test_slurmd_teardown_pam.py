@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from role_runner import HOST, ansible_playbook, is_root, run_play
+from role_runner import HOST, ansible_playbook, is_root, run_play, slurmd_host_files
 
 pytestmark = [
     pytest.mark.skipif(ansible_playbook() is None, reason="ansible-playbook is not installed"),
@@ -32,6 +32,7 @@ def test_purge_takes_the_pam_lines_out(tmp_path: Path) -> None:
         "# END cluster-cli: pam_slurm_adopt\n@include common-session\n"))
     (run_dir / "slurmd-c1.pid").write_text("1\n")
     extra = {
+        **slurmd_host_files(tmp_path),
         "common_service_manager": "standalone",
         "__slurmd_run_dir": str(run_dir),
         "__daemon_stop_base": ["true"],
