@@ -49,6 +49,11 @@ RUNC_ROOT = "%b"
 # The container's name: node, user, job, step, task (Slurm's examples): unique on a host that runs
 # several slurmd.
 CONTAINER_ID = "%n.%u.%j.%s.%t"
+# RunTimeRun's first program on compute hosts (roles/slurmd/files/cluster-cli-oci-run, installed by
+# roles/slurmd where containers are on): it fits the step's copy of config.json to the node (that
+# node's GPU device files, whatever the bundle's maker had; CUDA_VISIBLE_DEVICES, which Slurm 22.05
+# does not pass into the container), then execs the runtime.
+OCI_RUN_PROGRAM = "/usr/local/bin/cluster-cli-oci-run"
 
 
 def container_packages(inventory: Inventory) -> list[str]:
@@ -66,17 +71,25 @@ def as_the_user(command: str) -> str:
     return f"[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {command}; exec {command}"
 
 
-def oci_conf_defaults(runtime: str) -> dict[str, str]:
-    """oci.conf's RunTime* patterns for ``runtime``: `run` (Slurm's recommendation: no polling), and
-    the state, kill and delete commands Slurm runs at the step's end (they end a cancelled step's
-    container: its processes are in a cgroup runc made below the step's, which Slurm's process
-    tracking does not signal), all rootless and all as the job's user."""
+def oci_run(gres_conf: str, gpu_env: bool) -> str:
+    """The start of RunTimeRun: cluster-cli-oci-run for the step's directory (%b) and node (%n), with
+    the gres.conf that node's slurmd reads; ``gpu_env`` where Slurm gives a task local GPU indices
+    (task/cgroup with ConstrainDevices=yes), the only setting in which the program can work out the
+    task's CUDA_VISIBLE_DEVICES."""
+    return f"{OCI_RUN_PROGRAM} --bundle %b --node %n --gres-conf {gres_conf}{' --gpu-env' if gpu_env else ''} --"
+
+
+def oci_conf_defaults(runtime: str, start: str) -> dict[str, str]:
+    """oci.conf's RunTime* patterns for ``runtime``: `run` (Slurm's recommendation: no polling) after
+    ``start`` (oci_run), and the state, kill and delete commands Slurm runs at the step's end (they
+    end a cancelled step's container: its processes are in a cgroup runc made below the step's,
+    which Slurm's process tracking does not signal), all rootless and all as the job's user."""
     command = f"{runtime} --rootless=true --root={RUNC_ROOT}"
     return {
         "RunTimeQuery": as_the_user(f"{command} state {CONTAINER_ID}"),
         "RunTimeKill": as_the_user(f"{command} kill -a {CONTAINER_ID}"),
         "RunTimeDelete": as_the_user(f"{command} delete --force {CONTAINER_ID}"),
-        "RunTimeRun": f"{command} run {CONTAINER_ID} -b %b",
+        "RunTimeRun": f"{start} {command} run {CONTAINER_ID} -b %b",
     }
 
 

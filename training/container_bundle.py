@@ -18,7 +18,9 @@ rootless default:
 - each --bind directory at the same path, read-write (your home, the work area); runc makes the
   mount point in your skeleton, or finds it in the image (container_image.py --mount-point);
 - every device file matching --devices (default /dev/nvidia*), at the same path: which of them a
-  job may open is still Slurm's device cgroup's decision (ConstrainDevices), as outside;
+  job may open is still Slurm's device cgroup's decision (ConstrainDevices), as outside. On a
+  cluster-cli cluster the container start (oci.conf's RunTimeRun) replaces them with the GPU files
+  of the node each step runs on, so a bundle made anywhere serves every node;
 - the host's /etc/hosts and /etc/resolv.conf, read-only, where the image has those files;
 - a tmpfs on /tmp (the image is read-only); the host's name and processes (no UTS or PID
   namespace: the network is the host's too, and Slurm sees the step's processes as they are);

@@ -209,6 +209,7 @@ def cluster_variables(cluster: Cluster, build_dir: Path, secrets: ClusterSecrets
         "slurmd_conf_server": conf_server(cluster),
         "slurmd_mpi_packages": mpi_packages(inventory),
         "slurmd_container_packages": container_packages(inventory),
+        "slurmd_containers": inventory.containers.enabled,
         # the document each host's file is made from (health_conf.HEALTH_DOCUMENT); empty: no health check
         "slurmd_health_config_src": str(build_dir / HEALTH_BUILD_DIR) if inventory.health_check.enabled else "",
         "slurmd_pam_adopt_allow": [

@@ -1,12 +1,15 @@
 """The container check: Slurm's own container support (`srun --container`, the rendered oci.conf,
 rootless runc) runs the DDP training in the cluster's image over two nodes, judged by the ddp
 check's rules; then, in the same image on one node, a job with one GPU opens its GPU's device file
-and a job without GPUs cannot (the device cgroup reaches into the container), and the user's home
-and the work area are there, writable.
+and has the task's CUDA_VISIBLE_DEVICES, a job without GPUs can open none and has none (the device
+cgroup reaches into the container), the container holds that node's GPU files and no other's, and
+the user's home and the work area are there, writable.
 
 The test user makes the bundle (training/container_bundle.py: `runc spec --rootless` writes that
 user's uid mapping) in the check's directory on the work area, from ``containers.image``, in a job on
-the first node: the bundle lists the device files of the host that makes it.
+the first node, with every GPU file of that host: on the single-host test cluster those are every
+node's, and the container start (oci.conf's RunTimeRun, roles/slurmd/files/cluster-cli-oci-run)
+must leave the node its own.
 """
 
 from __future__ import annotations
@@ -60,8 +63,7 @@ def check_container(ctx: CheckContext) -> CheckResult:
         return CheckResult(NAME, Verdict.FAIL, ctx.torch_problem)
     work = ctx.check_dir(NAME)
     bundle = work / "bundle"
-    # On the first node, not the submit host: the bundle lists the device files of the host that
-    # makes it, and a login host has none of the compute nodes' GPUs (docs/containers.md).
+    # On the first node, where the image is (a node-local copy serves too), not the submit host.
     made = ctx.session.run(
         ["srun", *ctx.job_args(NAME), f"--nodelist={target.nodes[0]}", "--nodes=1", "--ntasks=1",
          "python3", str(ctx.training_dir / BUNDLE_SCRIPT), "--image", target.container_image, "--bundle", str(bundle),
@@ -108,12 +110,33 @@ def _probe(ctx: CheckContext, bundle: str, work: Path, gpus: int) -> dict[str, A
     return {"gpus": gpus, "failed": f"srun --container exited {done.returncode}", "output": tail(done.output)}
 
 
+def _device_problems(label: str, probe: dict[str, Any], own: set[str]) -> list[str]:
+    """What the probe saw of the GPUs: the files it opens, the node's own files (and only those) in
+    the container whatever the bundle's maker had, and the task's CUDA_VISIBLE_DEVICES (local
+    indices: 0 for one GPU; none without a GPU)."""
+    problems = []
+    allowed = set(probe.get("allowed", []))
+    opened = allowed & own if own else allowed
+    if probe["gpus"] and len(opened) != probe["gpus"]:
+        problems.append(f"{label}: opens {sorted(opened)} of the node's device files, expected {probe['gpus']}")
+    if not probe["gpus"] and own and opened:
+        problems.append(f"{label}: opens {sorted(opened)}: the device cgroup does not reach into the container")
+    present = allowed | set(probe.get("denied", []))
+    if own and present != own:
+        problems.append(f"{label}: the container has the GPU files {sorted(present)}, the node's are {sorted(own)}")
+    expected = ",".join(str(index) for index in range(probe["gpus"])) or None
+    if probe.get("cuda_visible_devices") != expected:
+        problems.append(f"{label}: CUDA_VISIBLE_DEVICES inside is {probe.get('cuda_visible_devices')!r}, the "
+                        f"task's is {expected!r}")
+    return problems
+
+
 def judge_container(
     trained: CheckResult, result: dict[str, Any], probes: list[dict[str, Any]], own_devices: list[str]
 ) -> CheckResult:
     """The DDP verdict (passed), that it ran in the image, and each probe's evidence: the image, home
     and the check's directory in the work area writable; with a GPU its own device file opens, without
-    one none of the node's."""
+    one none of the node's; the task's GPU variable inside; the node's own GPU files there and no other's."""
     problems: list[str] = []
     if not result.get("env", {}).get("image"):
         problems.append("the DDP ranks did not run in the image (no /etc/cluster-cli-image inside)")
@@ -128,15 +151,12 @@ def judge_container(
         for key in ("home", "work"):
             if not probe.get(f"{key}_writable"):
                 problems.append(f"{label}: {probe.get(key)} not there or not writable inside")
-        opened = set(probe.get("allowed", [])) & own if own else set(probe.get("allowed", []))
-        if probe["gpus"] and len(opened) != probe["gpus"]:
-            problems.append(f"{label}: opens {sorted(opened)} of the node's device files, expected {probe['gpus']}")
-        if not probe["gpus"] and own and opened:
-            problems.append(f"{label}: opens {sorted(opened)}: the device cgroup does not reach into the container")
+        problems += _device_problems(label, probe, own)
     details = {**trained.details, "image": result.get("env", {}).get("image"), "probes": probes}
     if problems:
         return CheckResult(NAME, Verdict.FAIL, "; ".join(problems), details=details, job_ids=trained.job_ids)
-    gpu_part = (" a job's container opens its GPU's device file only when it has the GPU;" if any(p["gpus"] for p in probes)
+    gpu_part = (" a job's container has its node's GPU files, opens its GPU's only when it has the GPU, and"
+                " gets the task's CUDA_VISIBLE_DEVICES;" if any(p["gpus"] for p in probes)
                 else "")
     return CheckResult(
         NAME, Verdict.PASS,

@@ -132,6 +132,39 @@ def test_runc_runs_the_bundle_with_the_binds_and_devices_and_a_read_only_image(t
     assert lines[1:] == ["/dev/null", "image-read-only", os.uname().nodename, str(work)]
 
 
+OCI_RUN = Path(__file__).resolve().parents[2] / "roles" / "slurmd" / "files" / "cluster-cli-oci-run"
+
+
+def test_one_bundle_runs_on_a_node_whose_gpu_files_differ_from_its_makers(tmp_path: Path):
+    """Real runc, through the cluster's RunTimeRun program: the bundle was made where GPU file
+    ``gpu1`` existed (another kind of node); on this node, whose gres.conf names ``gpu0``, runc alone
+    refuses to start it, and the program makes the step's copy start with this node's file instead."""
+    if shutil.which("runc") is None or not BUSYBOX.exists():
+        pytest.skip("needs runc and busybox-static (Debian packages runc, busybox-static)")
+    devices = tmp_path / "gpus"
+    devices.mkdir()
+    for name in ("gpu0", "gpu1"):
+        (devices / name).write_text(name)
+    bundle = container_bundle.make_bundle(_image(tmp_path), tmp_path / "bundle", [], [str(devices / "gpu1")])
+    (devices / "gpu1").unlink()
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"]["args"] = ["/bin/sh", "-c", f"ls {devices}; echo $SLURMD_NODENAME"]
+    (bundle / "config.json").write_text(json.dumps(config))
+    gres = tmp_path / "gres.conf"
+    gres.write_text(f"NodeName=node1 Name=gpu File={devices}/gpu0\nNodeName=node2 Name=gpu File={devices}/gpu1\n")
+    runc = ["runc", "--rootless=true", f"--root={tmp_path / 'state'}", "run", "-b", str(bundle), f"t{os.getpid()}"]
+    alone = subprocess.run(runc, capture_output=True, text=True, timeout=60, check=False)
+    if alone.returncode != 0 and "unprivileged" in alone.stderr + alone.stdout:
+        pytest.skip(f"this host cannot run rootless containers: {alone.stderr.strip()[-300:]}")
+    assert alone.returncode != 0 and "gpu1" in alone.stderr
+    done = subprocess.run(
+        [str(OCI_RUN), "--bundle", str(bundle), "--node", "node1", "--gres-conf", str(gres), "--", *runc],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["gpu0", "node1"]
+
+
 def test_the_image_key_follows_the_environment_and_the_mount_points(tmp_path: Path):
     venv = tmp_path / "venv"
     site = venv / "lib" / "python3.11" / "site-packages"

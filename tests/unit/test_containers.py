@@ -8,11 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from unit_helpers import BASE, SHIPPED_INVENTORIES, load, problem, problems
+import yaml
+from unit_helpers import BASE, REPO, SHIPPED_INVENTORIES, load, problem, problems
 
 from cluster_cli.ansible.variables import cluster_variables
 from cluster_cli.bundle.packages import debian_packages
-from cluster_cli.containers import OCI_CONF_KEYS
+from cluster_cli.containers import OCI_CONF_KEYS, OCI_RUN_PROGRAM
 from cluster_cli.host_files import files_by_host
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
@@ -48,13 +49,38 @@ def test_on_runc_rootless_in_the_steps_own_directory_on_compute_and_login_hosts(
         "RunTimeDelete": '"' + as_user.format(f"{runc} delete --force %n.%u.%j.%s.%t") + '"',
         "RunTimeKill": '"' + as_user.format(f"{runc} kill -a %n.%u.%j.%s.%t") + '"',
         "RunTimeQuery": '"' + as_user.format(f"{runc} state %n.%u.%j.%s.%t") + '"',
-        "RunTimeRun": f'"{runc} run %n.%u.%j.%s.%t -b %b"',
+        "RunTimeRun": f'"{OCI_RUN_PROGRAM} --bundle %b --node %n --gres-conf /etc/slurm/gres.conf --gpu-env -- '
+                      f'{runc} run %n.%u.%j.%s.%t -b %b"',
     }
     # never a state directory another user can make first (Slurm's examples use /tmp)
     assert "/tmp" not in text
     variables = _variables(BASE + ON, tmp_path)
     assert variables["slurmd_container_packages"] == variables["login_container_packages"] == ["runc"]
     assert "runc" in debian_packages(cluster)
+
+
+def _run_line(text: str) -> str:
+    rendered = render_oci_conf(load(text)) or ""
+    return next(line for line in rendered.splitlines() if line.startswith("RunTimeRun="))
+
+
+def test_the_container_start_reads_the_gres_conf_its_nodes_slurmd_reads() -> None:
+    """Configless: each slurmd's copy in its spool directory (%n is the node in oci.conf as in slurm.conf)."""
+    assert " --gres-conf /var/lib/slurm/slurmd/%n/conf-cache/gres.conf " in _run_line(BASE + ON + "slurm:\n  configless: true\n")
+    assert " --gres-conf /etc/slurm/gres.conf " in _run_line(BASE + ON)
+
+
+@pytest.mark.parametrize("extra", ["cgroup:\n  overrides:\n    ConstrainDevices: false\n",
+                                   "slurm:\n  conf:\n    TaskPlugin: task/affinity\n"])
+def test_gpu_variables_only_where_tasks_get_local_gpu_indices(extra: str) -> None:
+    """Without task/cgroup and ConstrainDevices=yes Slurm gives global indices, which the program cannot know."""
+    assert " --gpu-env " in _run_line(BASE + ON)
+    assert " --gpu-env " not in _run_line(BASE + ON + extra)
+
+
+def test_the_role_installs_the_program_where_oci_conf_starts_it() -> None:
+    role_vars = yaml.safe_load((REPO / "roles" / "slurmd" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    assert role_vars["__slurmd_oci_run_program"] == OCI_RUN_PROGRAM
 
 
 def test_every_host_holds_oci_conf_where_containers_are_on_and_none_where_off() -> None:
