@@ -71,6 +71,22 @@ def as_the_user(command: str) -> str:
     return f"[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {command}; exec {command}"
 
 
+def container_images(inventory: Inventory, roles: frozenset[str]) -> list[str]:
+    """The image a probe of a host with ``roles`` looks for: ``containers.image`` on compute hosts,
+    where steps run in it (the smoke check makes its bundle there)."""
+    containers = inventory.containers
+    return [containers.image] if containers.enabled and containers.image and "compute" in roles else []
+
+
+def missing_image_note(where: str, image: str, hosts: list[str]) -> str:
+    """plan's note for an image compute hosts do not hold; ``where``: the field's file:line. A note,
+    not a refusal: the image is made from the training environment a deploy installs
+    (training/container_image.py), so a first deploy comes before it."""
+    return (f"{where}: containers.image {image} is not a root filesystem (no bin/) on {', '.join(hosts)}: "
+            "container jobs and the smoke check `container` need it there; make it with "
+            "training/container_image.py (docs/containers.md)")
+
+
 def oci_run(gres_conf: str, gpu_env: bool) -> str:
     """The start of RunTimeRun: cluster-cli-oci-run for the step's directory (%b) and node (%n), with
     the gres.conf that node's slurmd reads; ``gpu_env`` where Slurm gives a task local GPU indices

@@ -18,7 +18,7 @@ from cluster_cli.deployed import DeployedRecord
 from cluster_cli.errors import ExitCode, InventoryError
 from cluster_cli.host_files import SLURM_CONFIGS, HostFile, files_by_host
 from cluster_cli.hostlist import expand
-from cluster_cli.containers import CONTAINER_ROLES, container_packages
+from cluster_cli.containers import CONTAINER_ROLES, container_packages, missing_image_note
 from cluster_cli.mpi_launch import MPI_ROLES
 from cluster_cli.ownership import ExpectedSecrets, conflict_lines, conflicts as ownership_conflicts, owner_requests, proven_ours
 from cluster_cli.people_accounts import document_checksum as people_checksum, people_changes, people_document
@@ -30,6 +30,7 @@ from cluster_cli.resolve.series_values import series_problems
 from cluster_cli.slurm_accounting import REMOVE_UNLISTED, accounting_document, document_checksum
 from cluster_cli.slurm_associations import current_state, diff as accounting_diff
 from cluster_cli.slurm_facts import ConfChange, host_conf_change
+from cluster_cli.source_map import SourceMap
 from cluster_cli.stranded import JobOnNodes, NodeAllocation, stranded_nodes
 
 # Lines whose value is a secret are masked in every diff a plan prints.
@@ -149,7 +150,7 @@ def make_plan(
     if primary is not None and primary.controller:
         plan.jobs = [job for job in primary.controller.get("jobs", []) if job["state"] == "RUNNING"]
         plan.stranded = _stranded(primary.controller)
-    plan.notes = shared_venv_notes(cluster)
+    plan.notes = shared_venv_notes(cluster) + _image_notes(cluster, probes)
     decisions = _Decisions(version)
     diffs: dict[tuple[str, str | None], str] = {}
     # the primary first: configless hosts without files follow its decision
@@ -201,6 +202,16 @@ def check_series(cluster: Cluster, version: str | None) -> None:
         problems = series_problems(cluster.inventory, cluster.source_file, version)
         if problems:
             raise InventoryError(problems)
+
+
+def _image_notes(cluster: Cluster, probes: dict[str, HostProbe]) -> list[str]:
+    """containers.image where a compute host answered that it holds no root filesystem there."""
+    image = cluster.inventory.containers.image
+    lacking = sorted(name for name, probe in probes.items() if image and probe.images.get(image) is False)
+    if not image or not lacking:
+        return []
+    line = SourceMap.of_file(cluster.source_file).line_of(("containers", "image"))
+    return [missing_image_note(f"{cluster.source_file}:{line}", image, lacking)]
 
 
 def _stranded(controller: dict[str, Any]) -> list[str]:

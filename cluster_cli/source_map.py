@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import yaml
 
@@ -12,6 +13,16 @@ class SourceMap:
 
     def __init__(self, root: yaml.Node | None):
         self.root = root
+
+    @classmethod
+    def of_file(cls, path: str) -> SourceMap:
+        """The map of the inventory file at ``path``, read again to point at a field after loading; a
+        file that is gone maps every field to line 1."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError:
+            return cls(None)
+        return cls(yaml.compose(text, Loader=yaml.SafeLoader))
 
     def line_of(self, location: Iterable[str | int]) -> int:
         """Line of the deepest node on the path; the key's line for a mapping entry."""

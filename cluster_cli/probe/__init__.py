@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_cli.cluster import Cluster, ManagedHost
-from cluster_cli.containers import container_packages
+from cluster_cli.containers import container_images, container_packages
 from cluster_cli.host_files import PENDING_DIR, HostFile
 from cluster_cli.probe import agent
 from cluster_cli.resolve.clashes import host_daemons
@@ -57,6 +57,8 @@ class HostProbe:
     stale_mounts: list[dict[str, Any]] = field(default_factory=list)
     # the host's own mount points that nothing is mounted on
     unmounted: list[str] = field(default_factory=list)
+    # each container image asked for: whether the host holds a root filesystem there
+    images: dict[str, bool] = field(default_factory=dict)
 
 
 def daemon_pidfiles(cluster: Cluster, host: ManagedHost) -> dict[str, str]:
@@ -106,6 +108,7 @@ def probe_request(
         "owner": owner,
         "accounting": accounting_request(cluster) if host.name == accounting_host(cluster) else None,
         "mounts": mounts_request(files) if cluster.inventory.storage is not None else None,
+        "images": container_images(cluster.inventory, host.roles),
     }
 
 
@@ -146,6 +149,7 @@ def probe_host(host: ManagedHost, request: dict[str, Any]) -> HostProbe:
         owner=answer.get("owner"), accounting=answer.get("accounting"),
         stale_mounts=(answer.get("mounts") or {}).get("stale", []),
         unmounted=(answer.get("mounts") or {}).get("unmounted", []),
+        images=answer.get("images", {}),
     )
 
 

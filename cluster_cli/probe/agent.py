@@ -59,6 +59,11 @@ def file_facts(entry: dict) -> dict:
     return facts
 
 
+def root_filesystem(path: str) -> bool:
+    """Whether ``path`` holds a root filesystem, as training/container_bundle.py takes one (a bin/)."""
+    return os.path.isdir(os.path.join(path, "bin"))
+
+
 def _boot_time() -> float:
     with open("/proc/stat", encoding="ascii") as handle:
         for line in handle:
@@ -436,6 +441,7 @@ def probe(request: dict) -> dict:
         "owner": owner_facts(request["owner"]) if request.get("owner") else None,
         "accounting": accounting_facts(request["accounting"]) if request.get("accounting") else None,
         "mounts": mount_facts(request["mounts"]) if request.get("mounts") else None,
+        "images": {path: root_filesystem(path) for path in request.get("images", [])},
     }
     return answer
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import yaml
 
 from cluster_cli.errors import Location, Problem
 from cluster_cli.model import Inventory
@@ -89,7 +86,7 @@ def series_problems(inventory: Inventory, source_file: str, version: str) -> lis
     found = list(_plugin_problems(inventory, version))
     if not found:
         return []  # the inventory file is read again only to point at a problem
-    problems = Problems(_source_map(source_file), source_file)
+    problems = Problems(SourceMap.of_file(source_file), source_file)
     for location, message in found:
         problems.add(location, message)
     return problems.found
@@ -130,11 +127,3 @@ def _free_form_slurm_settings(inventory: Inventory) -> list[tuple[Location, dict
         (("cgroup", "overrides"), inventory.cgroup.overrides),
         *((("partitions", index, "options"), partition.options) for index, partition in enumerate(partitions)),
     ]
-
-
-def _source_map(source_file: str) -> SourceMap:
-    try:
-        text = Path(source_file).read_text(encoding="utf-8")
-    except OSError:
-        return SourceMap(None)  # every problem at line 1 of a file that is gone
-    return SourceMap(yaml.compose(text, Loader=yaml.SafeLoader))

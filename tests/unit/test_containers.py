@@ -13,7 +13,7 @@ from unit_helpers import BASE, REPO, SHIPPED_INVENTORIES, load, problem, problem
 
 from cluster_cli.ansible.variables import cluster_variables
 from cluster_cli.bundle.packages import debian_packages
-from cluster_cli.containers import OCI_CONF_KEYS, OCI_RUN_PROGRAM
+from cluster_cli.containers import OCI_CONF_KEYS, OCI_RUN_PROGRAM, container_images
 from cluster_cli.host_files import files_by_host
 from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
@@ -166,3 +166,13 @@ def test_the_end_of_step_commands_drop_to_the_jobs_user_when_slurmstepd_runs_the
     assert runs["0"] == ("setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b"
                          " kill -a c1")
     assert runs["5001"] == "runc --rootless=true --root=/spool/b kill -a c1"
+
+
+def test_a_probe_looks_for_the_image_on_compute_hosts_only() -> None:
+    """Steps run in it there (plan's note where it is missing: tests/unit/test_plan.py)."""
+    image = "/srv/images/training/rootfs"
+    inventory = load(BASE + ON + f"  image: {image}\n").inventory
+    assert container_images(inventory, frozenset({"compute"})) == [image]
+    assert container_images(inventory, frozenset({"login", "controller"})) == []
+    assert container_images(load(BASE + ON).inventory, frozenset({"compute"})) == []
+    assert container_images(load(BASE).inventory, frozenset({"compute"})) == []

@@ -7,6 +7,7 @@ whole path on real daemons.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -396,3 +397,22 @@ def test_the_container_runtime_missing_on_a_compute_and_login_host_is_a_package_
     probe = _converged_probe(without, rendered)
     del probe.packages["runc"]
     assert _plan(without, rendered, probe).changes == []
+
+
+def test_a_container_image_the_compute_hosts_lack_is_a_note_at_its_line(tmp_path: Path) -> None:
+    """Not a refusal: the image is made from the environment a deploy installs, after the first one."""
+    cluster = local_cluster(tmp_path)
+    rendered = _rendered(cluster)
+    image = cluster.inventory.containers.image
+    text = (tmp_path / "inventory.yaml").read_text().splitlines()
+    line = next(number for number, row in enumerate(text, 1) if row.strip() == f"image: {image}")
+    probe = _converged_probe(cluster, rendered)
+    plan = _plan(cluster, rendered, dataclasses.replace(probe, images={image: False}))
+    assert plan.notes == [
+        f"{tmp_path / 'inventory.yaml'}:{line}: containers.image {image} is not a root filesystem (no bin/) on "
+        "localhost: container jobs and the smoke check `container` need it there; make it with "
+        "training/container_image.py (docs/containers.md)"
+    ]
+    assert plan.changes == [] and plan.exit_code is ExitCode.OK
+    for held in ({image: True}, {}):  # there; or a host whose agent was not asked
+        assert _plan(cluster, rendered, dataclasses.replace(probe, images=held)).notes == []

@@ -26,6 +26,14 @@ def test_a_file_answers_its_checksum_and_its_text_only_when_it_differs(tmp_path:
     assert agent.file_facts({"path": str(tmp_path / "absent"), "want": digest}) == {"absent": True}
 
 
+def test_a_container_image_is_a_directory_with_a_bin(tmp_path: Path) -> None:
+    image = tmp_path / "rootfs"
+    (image / "bin").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    answer = agent.probe({"images": [str(image), str(tmp_path / "empty"), str(tmp_path / "absent")]})["images"]
+    assert answer == {str(image): True, str(tmp_path / "empty"): False, str(tmp_path / "absent"): False}
+
+
 def test_a_secret_file_never_sends_its_text(tmp_path: Path) -> None:
     key = tmp_path / "munge.key"
     key.write_bytes(b"secret-bytes")
