@@ -68,7 +68,32 @@ def as_the_user(command: str) -> str:
     cluster), and runc would then act as root on a state the job's user wrote (a state.json naming any
     process or cgroup). setpriv (util-linux) drops to the user first; as the user it runs as it is.
     No double quotes: Slurm's parser ends the value at one."""
-    return f"[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {command}; exec {command}"
+    return f"[ $(id -u) != 0 ] || exec {_setpriv(command)}; exec {command}"
+
+
+def _setpriv(command: str) -> str:
+    return f"setpriv --reuid=%u --regid=$(id -g %u) --init-groups {command}"
+
+
+# What RunTimeDelete clears after runc's delete where slurmstepd runs it as root. A cancelled step's
+# container still runs when slurmstepd removes the step's cgroups on cgroup v1: runc's cgroup below
+# the step's keeps them, and slurmstepd gives up, leaving the step's, the job's and the user's
+# directories (Debian's build: slurm_<node>/uid_<uid>/job_<job>/step_<step>, task_<n> in some
+# controllers) and the step's %b (its rmdir comes first too). A later job of the same id on the node
+# then fails to set its cpuset ("Device or resource busy"). Once runc's delete removed its cgroup and
+# its state they are empty: rmdir removes nothing else, each directory on its own (deepest first).
+# No '%' beyond Slurm's own patterns: Slurm refuses any other character after one.
+LEFTOVER_CLEANUP = (
+    "for job in /sys/fs/cgroup/*/slurm_%n/uid_$(id -u %u)/job_%j; do "
+    "rmdir $job/step_%s/task_* $job/step_%s $job $(dirname $job) 2>/dev/null; done; rmdir %b 2>/dev/null"
+)
+
+
+def delete_as_the_user(command: str) -> str:
+    """RunTimeDelete: ``command`` as the job's user (as_the_user), then, where slurmstepd runs it as
+    root, LEFTOVER_CLEANUP; the delete's exit status is kept."""
+    return (f"[ $(id -u) != 0 ] || {{ {_setpriv(command)}; status=$?; {LEFTOVER_CLEANUP}; exit $status; }}; "
+            f"exec {command}")
 
 
 def container_images(inventory: Inventory, roles: frozenset[str]) -> list[str]:
@@ -104,7 +129,7 @@ def oci_conf_defaults(runtime: str, start: str) -> dict[str, str]:
     return {
         "RunTimeQuery": as_the_user(f"{command} state {CONTAINER_ID}"),
         "RunTimeKill": as_the_user(f"{command} kill -a {CONTAINER_ID}"),
-        "RunTimeDelete": as_the_user(f"{command} delete --force {CONTAINER_ID}"),
+        "RunTimeDelete": delete_as_the_user(f"{command} delete --force {CONTAINER_ID}"),
         "RunTimeRun": f"{start} {command} run {CONTAINER_ID} -b %b",
     }
 

@@ -44,9 +44,13 @@ def test_on_runc_rootless_in_the_steps_own_directory_on_compute_and_login_hosts(
     assert text is not None
     lines = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
     as_user = "[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {0}; exec {0}"
+    # as root (22.05's end of a step), after the delete: the empty cgroup directories and %b a cancelled step leaves
+    delete = ("[ $(id -u) != 0 ] || { setpriv --reuid=%u --regid=$(id -g %u) --init-groups {0}; status=$?; "
+              "for job in /sys/fs/cgroup/*/slurm_%n/uid_$(id -u %u)/job_%j; do rmdir $job/step_%s/task_* $job/step_%s "
+              "$job $(dirname $job) 2>/dev/null; done; rmdir %b 2>/dev/null; exit $status; }; exec {0}")
     runc = "runc --rootless=true --root=%b"
     assert lines == {
-        "RunTimeDelete": '"' + as_user.format(f"{runc} delete --force %n.%u.%j.%s.%t") + '"',
+        "RunTimeDelete": '"' + delete.replace("{0}", f"{runc} delete --force %n.%u.%j.%s.%t") + '"',
         "RunTimeKill": '"' + as_user.format(f"{runc} kill -a %n.%u.%j.%s.%t") + '"',
         "RunTimeQuery": '"' + as_user.format(f"{runc} state %n.%u.%j.%s.%t") + '"',
         "RunTimeRun": f'"{OCI_RUN_PROGRAM} --bundle %b --node %n --gres-conf /etc/slurm/gres.conf --gpu-env -- '
@@ -166,6 +170,37 @@ def test_the_end_of_step_commands_drop_to_the_jobs_user_when_slurmstepd_runs_the
     assert runs["0"] == ("setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b"
                          " kill -a c1")
     assert runs["5001"] == "runc --rootless=true --root=/spool/b kill -a c1"
+
+
+def test_the_delete_clears_a_cancelled_steps_leftovers_as_root_only_and_keeps_its_status(tmp_path: Path) -> None:
+    """Run by /bin/sh as Slurm runs it (stand-ins for id, setpriv, runc and rmdir): as root, the
+    delete as the user, then rmdir of the step's, job's and user's cgroup directories and of %b,
+    the delete's exit status kept; as the user, the delete alone (it may not remove root's
+    directories). Removing real leftovers: tests/deploy/test_50_smoke.py."""
+    text = render_oci_conf(load(BASE + ON)) or ""
+    line = next(line for line in text.splitlines() if line.startswith("RunTimeDelete="))
+    pattern = (line.split("=", 1)[1].strip('"').replace("%u", "alice").replace("%b", "/spool/b")
+               .replace("%n.alice.%j.%s.%t", "c1").replace("%n", "c1").replace("%j", "7").replace("%s", "0"))
+    assert "%" not in pattern
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("id", 'if [ "$1" = -u ]; then echo "$FAKE_UID"; else echo 5000; fi'),
+                       ("setpriv", 'echo "setpriv $*"; exit 3'), ("runc", 'echo "runc $*"; exit 3'),
+                       ("rmdir", 'echo "rmdir $*"')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    runs = {}
+    for uid in ("0", "5001"):
+        done = subprocess.run(["/bin/sh", "-c", pattern], capture_output=True, text=True, check=False,
+                              env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_UID": uid})
+        runs[uid] = (done.returncode, done.stdout.splitlines())
+    job = "/sys/fs/cgroup/*/slurm_c1/uid_0/job_7"  # no such cgroup here: the glob stays as written
+    assert runs["0"] == (3, [
+        "setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b delete --force c1",
+        f"rmdir {job}/step_0/task_* {job}/step_0 {job} /sys/fs/cgroup/*/slurm_c1/uid_0",
+        "rmdir /spool/b",
+    ])
+    assert runs["5001"] == (3, ["runc --rootless=true --root=/spool/b delete --force c1"])
 
 
 def test_a_probe_looks_for_the_image_on_compute_hosts_only() -> None:
