@@ -13,6 +13,7 @@ serve it; runc and crun both run rootless, and Debian ships both (runc 1.1.5 on 
 from __future__ import annotations
 
 from cluster_cli.model import Inventory
+from cluster_cli.slurm_facts import DEFAULT_SERIES, UnknownSlurmVersion, series
 
 # The package of each runtime `containers.runtime` may name; compute hosts run it (slurmstepd calls
 # it), login hosts too (users make their bundle's config.json there with `runc spec --rootless`).
@@ -49,11 +50,29 @@ RUNC_ROOT = "%b"
 # The container's name: node, user, job, step, task (Slurm's examples): unique on a host that runs
 # several slurmd.
 CONTAINER_ID = "%n.%u.%j.%s.%t"
+# How each series' slurmstepd runs a container step, where the patterns must differ (docs/containers.md):
+# 22.05 passes the job's environment into the container, not the task's, and leaves a cancelled step's
+# cgroup directories and %b behind; 24.11 (24.11.5, run in a Debian 13 root on cgroup v1) passes the
+# task's (CUDA_VISIBLE_DEVICES among it), and a cancelled step's container stays in the step's cgroups
+# (rootless runc cannot make its own below them), which Slurm removes; at the end of a step it gives
+# RunTimeDelete the user's bundle as %b, not the step's directory. A series not here is taken as 22.05.
+TASK_ENVIRONMENT_INSIDE = frozenset({"24.11"})
+STEP_LEFTOVERS = frozenset({"22.05"})
+
 # RunTimeRun's first program on compute hosts (roles/slurmd/files/cluster-cli-oci-run, installed by
 # roles/slurmd where containers are on): it fits the step's copy of config.json to the node (that
 # node's GPU device files, whatever the bundle's maker had; CUDA_VISIBLE_DEVICES, which Slurm 22.05
 # does not pass into the container), then execs the runtime.
 OCI_RUN_PROGRAM = "/usr/local/bin/cluster-cli-oci-run"
+
+
+def target_series(inventory: Inventory) -> str:
+    """The series ``slurm.version`` pins; the default (Debian 12's) where it pins none or one without
+    facts here."""
+    try:
+        return series(inventory.slurm.version or DEFAULT_SERIES)
+    except UnknownSlurmVersion:
+        return DEFAULT_SERIES
 
 
 def container_packages(inventory: Inventory) -> list[str]:
@@ -120,16 +139,19 @@ def oci_run(gres_conf: str, gpu_env: bool) -> str:
     return f"{OCI_RUN_PROGRAM} --bundle %b --node %n --gres-conf {gres_conf}{' --gpu-env' if gpu_env else ''} --"
 
 
-def oci_conf_defaults(runtime: str, start: str) -> dict[str, str]:
-    """oci.conf's RunTime* patterns for ``runtime``: `run` (Slurm's recommendation: no polling) after
-    ``start`` (oci_run), and the state, kill and delete commands Slurm runs at the step's end (they
-    end a cancelled step's container: its processes are in a cgroup runc made below the step's,
-    which Slurm's process tracking does not signal), all rootless and all as the job's user."""
+def oci_conf_defaults(runtime: str, start: str, series: str) -> dict[str, str]:
+    """oci.conf's RunTime* patterns for ``runtime`` on Slurm ``series``: `run` (Slurm's
+    recommendation: no polling) after ``start`` (oci_run), and the state, kill and delete commands
+    Slurm runs at the step's end (they end a cancelled step's container: its processes are in a
+    cgroup runc made below the step's, which Slurm's process tracking does not signal), all rootless
+    and all as the job's user; the delete clears a cancelled step's leftovers where the series
+    leaves them (STEP_LEFTOVERS)."""
     command = f"{runtime} --rootless=true --root={RUNC_ROOT}"
+    delete = f"{command} delete --force {CONTAINER_ID}"
     return {
         "RunTimeQuery": as_the_user(f"{command} state {CONTAINER_ID}"),
         "RunTimeKill": as_the_user(f"{command} kill -a {CONTAINER_ID}"),
-        "RunTimeDelete": delete_as_the_user(f"{command} delete --force {CONTAINER_ID}"),
+        "RunTimeDelete": delete_as_the_user(delete) if series in STEP_LEFTOVERS else as_the_user(delete),
         "RunTimeRun": f"{start} {command} run {CONTAINER_ID} -b %b",
     }
 

@@ -21,9 +21,6 @@ from cluster_cli.slurm_keys import (
     list_items,
 )
 
-# The Slurm series the packages bring when slurm.version pins none (Debian 12, the supported host).
-DEFAULT_SLURM_SERIES = "22.05"
-
 
 def check_overrides(inventory: Inventory, problems: Problems) -> None:
     for index, partition in enumerate(inventory.partitions):
@@ -53,10 +50,10 @@ def _check_oci_conf_keys(inventory: Inventory, problems: Problems) -> None:
     if not inventory.containers.oci_conf:
         return
     from cluster_cli.containers import oci_conf_keys
-    from cluster_cli.slurm_facts import UnknownSlurmVersion, series
+    from cluster_cli.slurm_facts import DEFAULT_SERIES, UnknownSlurmVersion, series
 
     try:
-        target = series(inventory.slurm.version or DEFAULT_SLURM_SERIES)
+        target = series(inventory.slurm.version or DEFAULT_SERIES)
     except UnknownSlurmVersion:
         return
     keys = oci_conf_keys(target)
@@ -74,10 +71,10 @@ def _check_documented_keys(inventory: Inventory, problems: Problems) -> None:
     restart)."""
     if not inventory.slurm.conf and not inventory.cgroup.overrides:
         return  # nothing to look up: the man pages' key lists are not read (render at scale, issue 17)
-    from cluster_cli.slurm_facts import UnknownSlurmVersion, known_keys, series
+    from cluster_cli.slurm_facts import DEFAULT_SERIES, UnknownSlurmVersion, known_keys, series
 
     try:
-        target = series(inventory.slurm.version or DEFAULT_SLURM_SERIES)
+        target = series(inventory.slurm.version or DEFAULT_SERIES)
     except UnknownSlurmVersion:
         return
     for location, settings, file_name in (

@@ -211,3 +211,16 @@ def test_a_probe_looks_for_the_image_on_compute_hosts_only() -> None:
     assert container_images(inventory, frozenset({"login", "controller"})) == []
     assert container_images(load(BASE + ON).inventory, frozenset({"compute"})) == []
     assert container_images(load(BASE).inventory, frozenset({"compute"})) == []
+
+
+def test_on_24_11_slurm_passes_the_tasks_environment_and_the_delete_clears_nothing() -> None:
+    """Run on Slurm 24.11.5 (Debian 13): the task's CUDA_VISIBLE_DEVICES reaches the container (the
+    container start must not replace it), and RunTimeDelete gets the user's bundle as %b, which the
+    22.05 cleanup's rmdir must not name; a cancelled step's container stays in the step's cgroups."""
+    pinned = BASE + ON + "slurm:\n  version: 24.11.5-4+deb13u1\n"
+    assert " --gpu-env " not in _run_line(pinned)
+    assert " --gres-conf /etc/slurm/gres.conf -- runc" in _run_line(pinned)
+    rendered = render_oci_conf(load(pinned)) or ""
+    delete = next(line for line in rendered.splitlines() if line.startswith("RunTimeDelete="))
+    assert "rmdir" not in delete and delete.endswith('exec runc --rootless=true --root=%b delete --force %n.%u.%j.%s.%t"')
+    assert "rmdir" in (render_oci_conf(load(BASE + ON)) or "")  # unpinned: Debian 12's 22.05

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .change import ConfChange, conf_change, host_conf_change
 from .facts import (
+    DEFAULT_SERIES,
     UnknownSlurmVersion,
     has_facts,
     known_keys,
@@ -28,6 +29,7 @@ from .plugins import plugin_problems, shipped_plugins
 from .upgrade_path import upgrade_path_problem
 
 __all__ = [
+    "DEFAULT_SERIES",
     "ConfChange",
     "UnknownSlurmVersion",
     "conf_change",

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
+# The series Debian 12's packages bring: the target where an inventory pins no slurm.version.
+DEFAULT_SERIES = "22.05"
 # "22.05.8-4+deb12u3", "22.05.8", "22.05", with an optional Debian epoch ("1:22.05.8").
 _RELEASE = re.compile(r"^(?:\d+:)?(\d{2})\.(\d{2})(?:$|[.\-+~])")
 
