@@ -50,14 +50,15 @@ RUNC_ROOT = "%b"
 # The container's name: node, user, job, step, task (Slurm's examples): unique on a host that runs
 # several slurmd.
 CONTAINER_ID = "%n.%u.%j.%s.%t"
-# How each series' slurmstepd runs a container step, where the patterns must differ (docs/containers.md):
-# 22.05 passes the job's environment into the container, not the task's, and leaves a cancelled step's
-# cgroup directories and %b behind; 24.11 (24.11.5, run in a Debian 13 root on cgroup v1) passes the
-# task's (CUDA_VISIBLE_DEVICES among it), and a cancelled step's container stays in the step's cgroups
-# (rootless runc cannot make its own below them), which Slurm removes; at the end of a step it gives
-# RunTimeDelete the user's bundle as %b, not the step's directory. A series not here is taken as 22.05.
+# How each series' slurmstepd runs a container step, where the patterns must differ (docs/containers.md).
+# 22.05 passes the job's environment into the container, not the task's; it has one directory per step
+# (%b) and leaves a cancelled step's cgroup directories and %b behind. 24.11 (24.11.5, run in a Debian
+# 13 root on cgroup v1) passes the task's (CUDA_VISIBLE_DEVICES among it) and makes one directory per
+# task (%b at run time, below the step's %m); at the step's end it names only the step's (%m: %b is then
+# the user's bundle, %t -1), and a cancelled step's container stays in the step's cgroups (rootless runc
+# cannot make its own below them), which Slurm removes. A series not here is taken as 22.05.
 TASK_ENVIRONMENT_INSIDE = frozenset({"24.11"})
-STEP_LEFTOVERS = frozenset({"22.05"})
+TASK_DIRECTORIES = frozenset({"24.11"})
 
 # RunTimeRun's first program on compute hosts (roles/slurmd/files/cluster-cli-oci-run, installed by
 # roles/slurmd where containers are on): it fits the step's copy of config.json to the node (that
@@ -142,17 +143,21 @@ def oci_run(gres_conf: str, gpu_env: bool) -> str:
 def oci_conf_defaults(runtime: str, start: str, series: str) -> dict[str, str]:
     """oci.conf's RunTime* patterns for ``runtime`` on Slurm ``series``: `run` (Slurm's
     recommendation: no polling) after ``start`` (oci_run), and the state, kill and delete commands
-    Slurm runs at the step's end (they end a cancelled step's container: its processes are in a
+    Slurm runs at the step's end (they end a cancelled step's container where its processes are in a
     cgroup runc made below the step's, which Slurm's process tracking does not signal), all rootless
-    and all as the job's user; the delete clears a cancelled step's leftovers where the series
-    leaves them (STEP_LEFTOVERS)."""
+    and all as the job's user. On 22.05 the delete then clears a cancelled step's leftovers; on a
+    series with a directory per task (TASK_DIRECTORIES) the three run cluster-cli-oci-run over every
+    task's containers in the step's directory (%m), as that is all the series names then."""
     command = f"{runtime} --rootless=true --root={RUNC_ROOT}"
-    delete = f"{command} delete --force {CONTAINER_ID}"
-    return {
+    run = {"RunTimeRun": f"{start} {command} run {CONTAINER_ID} -b %b"}
+    if series in TASK_DIRECTORIES:
+        over_tasks = f"{OCI_RUN_PROGRAM} --step-dir %m --end {{}} -- {runtime} --rootless=true"
+        return run | {key: as_the_user(over_tasks.format(operation)) for key, operation in
+                      (("RunTimeQuery", "state"), ("RunTimeKill", "kill"), ("RunTimeDelete", "delete"))}
+    return run | {
         "RunTimeQuery": as_the_user(f"{command} state {CONTAINER_ID}"),
         "RunTimeKill": as_the_user(f"{command} kill -a {CONTAINER_ID}"),
-        "RunTimeDelete": delete_as_the_user(delete) if series in STEP_LEFTOVERS else as_the_user(delete),
-        "RunTimeRun": f"{start} {command} run {CONTAINER_ID} -b %b",
+        "RunTimeDelete": delete_as_the_user(f"{command} delete --force {CONTAINER_ID}"),
     }
 
 

@@ -213,14 +213,18 @@ def test_a_probe_looks_for_the_image_on_compute_hosts_only() -> None:
     assert container_images(load(BASE).inventory, frozenset({"compute"})) == []
 
 
-def test_on_24_11_slurm_passes_the_tasks_environment_and_the_delete_clears_nothing() -> None:
+def test_on_24_11_slurm_keeps_the_tasks_variables_and_the_end_of_step_goes_over_every_task() -> None:
     """Run on Slurm 24.11.5 (Debian 13): the task's CUDA_VISIBLE_DEVICES reaches the container (the
-    container start must not replace it), and RunTimeDelete gets the user's bundle as %b, which the
-    22.05 cleanup's rmdir must not name; a cancelled step's container stays in the step's cgroups."""
+    container start must not replace it); at the step's end Slurm names only the step's directory
+    (%m; %b is the user's bundle, %t -1), so Query, Kill and Delete go over its tasks' containers,
+    as the user, and no 22.05 cleanup (its rmdir would name the user's bundle)."""
     pinned = BASE + ON + "slurm:\n  version: 24.11.5-4+deb13u1\n"
     assert " --gpu-env " not in _run_line(pinned)
-    assert " --gres-conf /etc/slurm/gres.conf -- runc" in _run_line(pinned)
+    assert _run_line(pinned).endswith('-- runc --rootless=true --root=%b run %n.%u.%j.%s.%t -b %b"')
     rendered = render_oci_conf(load(pinned)) or ""
-    delete = next(line for line in rendered.splitlines() if line.startswith("RunTimeDelete="))
-    assert "rmdir" not in delete and delete.endswith('exec runc --rootless=true --root=%b delete --force %n.%u.%j.%s.%t"')
-    assert "rmdir" in (render_oci_conf(load(BASE + ON)) or "")  # unpinned: Debian 12's 22.05
+    lines = dict(line.split("=", 1) for line in rendered.splitlines() if not line.startswith("#"))
+    as_user = "[ $(id -u) != 0 ] || exec setpriv --reuid=%u --regid=$(id -g %u) --init-groups {0}; exec {0}"
+    for key, operation in (("RunTimeQuery", "state"), ("RunTimeKill", "kill"), ("RunTimeDelete", "delete")):
+        program = f"{OCI_RUN_PROGRAM} --step-dir %m --end {operation} -- runc --rootless=true"
+        assert lines[key] == '"' + as_user.format(program) + '"'
+    assert "rmdir" not in rendered and "rmdir" in (render_oci_conf(load(BASE + ON)) or "")  # unpinned: 22.05

@@ -184,3 +184,84 @@ def test_a_runtime_that_is_not_there_is_said(tmp_path: Path) -> None:
 
 def test_the_program_is_executable_python_of_the_standard_library() -> None:
     assert os.access(SCRIPT, os.X_OK) and SCRIPT.read_text().startswith("#!/usr/bin/python3\n")
+
+
+# runc's stand-in for the end-of-step operations: each task directory's containers are the files in it
+# (name: container id, text: its status); `kill` and `delete` write what they did to the file.
+RUNTIME = """#!/bin/sh
+root=${1#--root=}; shift
+case $1 in
+  list) ls "$root" | grep -v '^config.json$' ;;
+  state) printf '{"id": "%s", "status": "%s"}\\n' "$2" "$(head -n1 "$root/$2")" ;;
+  kill) if [ "$2" = -a ]; then [ -e "$root/.no-cgroup" ] && exit 1; echo "killed all $3 $4" >> "$root/$3"
+        else echo "killed $2 $3" >> "$root/$2"; fi ;;
+  delete) echo "deleted $3" >> "$root/$3" ;;
+esac
+"""
+
+
+def _step_dir(tmp_path: Path, **tasks: str) -> tuple[Path, list[str]]:
+    """A 24.11 step's directory (SlurmdSpoolDir/oci-jobJ-S/) whose task-T/ hold containers of ``tasks``' statuses."""
+    step = tmp_path / "oci-job7-0"
+    for task, status in tasks.items():
+        (step / task).mkdir(parents=True)
+        (step / task / f"n1.u.7.0.{task[-1]}").write_text(f"{status}\n")
+    runtime = tmp_path / "runc"
+    runtime.write_text(RUNTIME)
+    runtime.chmod(0o755)
+    return step, [str(runtime)]
+
+
+def _end(operation: str, step: Path, runtime: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), "--end", operation, "--step-dir", f"{step}/", "--", *runtime],
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize(("tasks", "answer"), [
+    ({"task-0": "stopped", "task-1": "running"}, '{"status": "running"}'),
+    ({"task-0": "stopped"}, '{"status": "stopped"}'),
+])
+def test_at_a_steps_end_the_state_is_running_while_any_tasks_container_runs(
+    tmp_path: Path, tasks: dict[str, str], answer: str
+) -> None:
+    """Slurm 24.11 names neither the task (%t is -1) nor runc's --root at the step's end: only %m."""
+    step, runtime = _step_dir(tmp_path, **tasks)
+    done = _end("state", step, runtime)
+    assert (done.returncode, done.stdout.strip()) == (0, answer), done.stderr
+
+
+def test_a_step_with_no_container_left_is_stopped(tmp_path: Path) -> None:
+    """A step that ended by itself: an answer Slurm cannot read is an error in slurmd's log (seen on
+    24.11.5 for every such step); "stopped" makes it run the delete, which finds nothing to do."""
+    step, runtime = _step_dir(tmp_path)
+    (step / "task-0").mkdir(parents=True)
+    assert _end("state", step, runtime).stdout.strip() == '{"status": "stopped"}'
+    done = _end("delete", step, runtime)
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("operation", ["kill", "delete"])
+def test_kill_and_delete_reach_every_tasks_container(tmp_path: Path, operation: str) -> None:
+    step, runtime = _step_dir(tmp_path, **{"task-0": "running", "task-1": "running"})
+    done = _end(operation, step, runtime)
+    assert done.returncode == 0, done.stderr
+    for task in ("task-0", "task-1"):
+        name = f"n1.u.7.0.{task[-1]}"
+        done_line = f"killed all {name} KILL" if operation == "kill" else f"deleted {name}"
+        assert (step / task / name).read_text().splitlines()[-1] == done_line
+
+
+def test_kill_falls_back_to_the_first_process_where_runc_cannot_find_them_all(tmp_path: Path) -> None:
+    """Rootless runc on cgroup v1 under 24.11 has no cgroup of its own: `kill -a` fails there (seen:
+    "lstat : no such file or directory"), and SIGKILL to the container's first process remains."""
+    step, runtime = _step_dir(tmp_path, **{"task-0": "running"})
+    (step / "task-0" / ".no-cgroup").touch()
+    done = _end("kill", step, runtime)
+    assert done.returncode == 0, done.stderr
+    assert (step / "task-0" / "n1.u.7.0.0").read_text().splitlines()[-1] == "killed n1.u.7.0.0 KILL"
+
+
+def test_the_end_of_step_needs_the_steps_directory(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--end", "state", "--", "runc"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2 and "--end needs --step-dir" in done.stderr
