@@ -207,8 +207,10 @@ def check_series(cluster: Cluster, version: str | None) -> None:
 def _image_notes(cluster: Cluster, probes: dict[str, HostProbe]) -> list[str]:
     """containers.image where a compute host answered that it holds no root filesystem there."""
     image = cluster.inventory.containers.image
-    lacking = sorted(name for name, probe in probes.items() if image and probe.images.get(image) is False)
-    if not image or not lacking:
+    if not image:
+        return []
+    lacking = sorted(name for name, probe in probes.items() if probe.images.get(image) is False)
+    if not lacking:
         return []
     line = SourceMap.of_file(cluster.source_file).line_of(("containers", "image"))
     return [missing_image_note(f"{cluster.source_file}:{line}", image, lacking)]
