@@ -132,6 +132,23 @@ def test_without_local_indices_the_gpu_variables_are_left_alone() -> None:
     assert oci_run.task_environment("node1", ["/g/0"], gpu_env=False) == {"SLURMD_NODENAME": "node1"}
 
 
+@pytest.mark.parametrize(("pwd", "cwd"), [
+    ("/home/alice/examples", "/home/alice/examples"),  # below a directory the bundle binds: srun's
+    ("/home/alice", "/home/alice"),
+    ("/srv/elsewhere", "/home/alice"),  # not in the container: the bundle's stays (runc could not enter it)
+    ("/usr/share", "/home/alice"),  # an image directory (bound from the image, not the host's): the bundle's
+    (None, "/home/alice"),
+])
+def test_the_container_starts_where_srun_ran_where_the_bundle_has_that_directory(pwd: str | None, cwd: str) -> None:
+    """Slurm 22.05 passes the step's working directory only as the job environment's PWD."""
+    config = _config()
+    config["mounts"].append({"destination": "/usr", "type": "bind", "source": "/images/training/rootfs/usr",
+                             "options": ["rbind", "ro"]})
+    config["process"]["cwd"] = "/home/alice"
+    config["process"]["env"] += [f"PWD={pwd}"] if pwd else []
+    assert oci_run.fit(config, [], [], {})["process"]["cwd"] == cwd
+
+
 def _step(tmp_path: Path, gres: str = GRES) -> tuple[Path, Path]:
     """A step's directory as slurmstepd leaves it: config.json not writable, in a writable directory."""
     bundle = tmp_path / "oci-job00007-00000"
