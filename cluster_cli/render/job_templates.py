@@ -22,6 +22,8 @@ from cluster_cli.slurm_associations import minutes
 
 EXAMPLES_BUILD_DIR = "examples"
 GUIDE = "using-the-cluster.md"
+# Where containers are on: the tool that makes a user's bundle (training/, shared with the smoke check).
+BUNDLE_TOOL = "container_bundle.py"
 # The files a user runs with bash; sbatch reads the others.
 EXECUTABLE = frozenset({"chain.sh", "interactive.sh", "submit-sweep.sh"})
 # Files for an optional part of the training environment: file -> the `training` field that must be set.
@@ -176,6 +178,7 @@ def render_job_templates(cluster: Cluster) -> list[tuple[str, str, int]]:
         "partitions": partition_rows(cluster),
         "venv": training.venv_path,
         "ray_version": training.ray_version,
+        "containers": cluster.inventory.containers.enabled,
         "examples_dir": training.examples_dir,
         "nccl": cluster.inventory.nccl.env,
         "nccl_conf_path": role_default("nccl_conf_path", project / "roles"),
@@ -191,4 +194,7 @@ def render_job_templates(cluster: Cluster) -> list[tuple[str, str, int]]:
         else:
             name, text = path.name, path.read_text(encoding="utf-8")
         files.append((f"{EXAMPLES_BUILD_DIR}/{name}", text, 0o755 if name in EXECUTABLE else 0o644))
+    if cluster.inventory.containers.enabled:
+        bundle_tool = project / "training" / BUNDLE_TOOL
+        files.append((f"{EXAMPLES_BUILD_DIR}/{BUNDLE_TOOL}", bundle_tool.read_text(encoding="utf-8"), 0o644))
     return files

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -132,3 +133,27 @@ def wait_for(condition: Callable[[], T], what: str, timeout: float = 600, step: 
             return found
         time.sleep(step)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def container_image(deployed_cluster: DeployedCluster) -> dict:
+    """The image the inventory's containers.image names, made with training/container_image.py
+    (debootstrap from the host's mirror, the training environment inside): built once, then found
+    by its content key (a second run takes seconds)."""
+    from cluster_cli.loader import load_cluster
+
+    cluster = load_cluster(deployed_cluster.inventory)
+    image = cluster.inventory.containers.image
+    assert image is not None and image.endswith("/training/rootfs"), image
+    if shutil.which("debootstrap") is None:
+        pytest.skip("debootstrap is not installed: the container check's image cannot be made")
+    done = subprocess.run(
+        ["python3", str(REPO / "training" / "container_image.py"), "--out", str(Path(image).parents[1]),
+         "--venv", cluster.inventory.training.venv_path, "--mount-point", cluster.inventory.training.work_dir,
+         "--prune"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("container-image "))
+    made = json.loads(line.removeprefix("container-image "))
+    print(f"container image: {made}")
+    return made

@@ -20,33 +20,11 @@ import pytest
 from cluster_cli.loader import load_cluster
 from cluster_cli.smoke import REPORT_SCHEMA, run_smoke
 from cluster_cli.smoke_control.inventory_targets import smoke_target
-from deployed import REPO, DeployedCluster, run_as
+from deployed import REPO, DeployedCluster, container_image, run_as
 
 pytestmark = [pytest.mark.deploy, pytest.mark.smoke]
 
 NEED_REAL_GPU = {"gpu"}
-
-
-def container_image(deployed_cluster: DeployedCluster) -> dict:
-    """The image the inventory's containers.image names, made with training/container_image.py
-    (debootstrap from the host's mirror, the training environment inside): built once, then found
-    by its content key (a second run takes seconds)."""
-    cluster = load_cluster(deployed_cluster.inventory)
-    image = cluster.inventory.containers.image
-    assert image is not None and image.endswith("/training/rootfs"), image
-    if shutil.which("debootstrap") is None:
-        pytest.skip("debootstrap is not installed: the container check's image cannot be made")
-    done = subprocess.run(
-        ["python3", str(REPO / "training" / "container_image.py"), "--out", str(Path(image).parents[1]),
-         "--venv", cluster.inventory.training.venv_path, "--mount-point", cluster.inventory.training.work_dir,
-         "--prune"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    line = next(line for line in done.stdout.splitlines() if line.startswith("container-image "))
-    made = json.loads(line.removeprefix("container-image "))
-    print(f"container image: {made}")
-    return made
 
 
 def test_full_smoke_suite_passes(deployed_cluster: DeployedCluster, tmp_path: Path) -> None:

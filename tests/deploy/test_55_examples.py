@@ -2,7 +2,8 @@
 (alice, from the inventory's people) copies them from training.examples_dir and submits each one.
 
 Every template runs, and its output is checked, not only its exit code: the chain's training on two
-nodes and its evaluation after it, the FSDP job's checkpoint on USR1, requeue and resume at the
+nodes (where containers are on, in the user's bundle of the cluster's image, made with the
+container_bundle.py installed beside the templates: CONTAINER_BUNDLE) and its evaluation after it, the FSDP job's checkpoint on USR1, requeue and resume at the
 same step, the sweep's results table against the tasks' own metrics, the interactive shell's
 environment on a compute node. They share the three fake GPUs of the local cluster, so they are
 submitted together and waited for together.
@@ -24,7 +25,7 @@ import pytest
 from cluster_cli.loader import load_cluster
 from cluster_cli.render.job_templates import template_partition
 from cluster_cli.smoke.checks_training import REQUEUE_SETTLE_S, REQUEUE_START
-from deployed import DeployedCluster, run_as, user_copy, wait_for
+from deployed import DeployedCluster, container_image, run_as, user_copy, wait_for
 
 pytestmark = [pytest.mark.deploy, pytest.mark.training]
 
@@ -96,8 +97,23 @@ def test_interactive_session_on_a_compute_node_has_the_environment(copy: Path) -
     assert found, out[-2000:]
 
 
-def test_chain_fsdp_and_sweep_run_to_their_checked_results(copy: Path) -> None:
-    chained = as_user("bash", "chain.sh", "--steps", "100", cwd=copy)
+def _bundle(deployed_cluster: DeployedCluster, copy: Path) -> str | None:
+    """The user's bundle of the cluster's image, made as a user would, from the templates' directory;
+    None where containers are off."""
+    cluster = load_cluster(deployed_cluster.inventory)
+    if not cluster.inventory.containers.enabled:
+        return None
+    made = container_image(deployed_cluster)
+    bundle = f"{copy}/bundle"
+    as_user("python3", "container_bundle.py", "--image", str(made["rootfs"]), "--bundle", bundle, "--bind-home",
+            cwd=copy)
+    return bundle
+
+
+def test_chain_fsdp_and_sweep_run_to_their_checked_results(deployed_cluster: DeployedCluster, copy: Path) -> None:
+    bundle = _bundle(deployed_cluster, copy)
+    in_bundle = [f"CONTAINER_BUNDLE={bundle}"] if bundle else []
+    chained = as_user("env", *in_bundle, "bash", "chain.sh", "--steps", "100", cwd=copy)
     train_job, eval_job = re.findall(r"job (\d+)", chained)
     fsdp_job = as_user("sbatch", "--parsable", "fsdp.sbatch", "--steps", "40", "--checkpoint-every", "10",
                        "--pause", "0.5", cwd=copy).strip()
@@ -112,13 +128,17 @@ def test_chain_fsdp_and_sweep_run_to_their_checked_results(copy: Path) -> None:
 
     states = job_states(train_job, eval_job, fsdp_job, collect_job)
     assert all(states[job] == "COMPLETED" for job in (train_job, eval_job, fsdp_job, collect_job)), states
-    _check_chain(copy, train_job, eval_job)
+    _check_chain(copy, train_job, eval_job, bundle)
     _check_fsdp(fsdp_log.read_text())
     _check_sweep(copy, sweep_job)
 
 
-def _check_chain(copy: Path, train_job: str, eval_job: str) -> None:
+def _check_chain(copy: Path, train_job: str, eval_job: str, bundle: str | None) -> None:
     train_log = (copy / f"ddp-{train_job}.out").read_text()
+    # each torchrun ran in the bundle (srun --container), train.py found in the directory srun ran in
+    container = subprocess.run(["sacct", "-n", "-P", "-o", "Container", "-j", f"{train_job}.0"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    assert container == (bundle or ""), container
     ranks = re.findall(r"rank \d of 2 on (node\d), device \w+, (\d+) CPUs", train_log)
     assert len({node for node, _ in ranks}) == 2, train_log[-2000:]
     # srun passed the job's --cpus-per-task on (22.05's srun would give each torchrun one CPU)

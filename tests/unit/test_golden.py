@@ -30,7 +30,7 @@ from cluster_cli.loader import load_cluster
 from cluster_cli.render import render_configs
 from cluster_cli.render.ansible_inventory import render_ansible_inventory
 from cluster_cli.render.health_conf import HEALTH_BUILD_DIR, HEALTH_DOCUMENT, with_host_health_texts
-from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR, GUIDE
+from cluster_cli.render.job_templates import BUNDLE_TOOL, EXAMPLES_BUILD_DIR, GUIDE
 from cluster_cli.render.monitoring import EXPORTER_BUILD_DIR
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -52,9 +52,10 @@ def rendered(name: str) -> dict[str, str]:
     # the job templates the renderer only copies (train.py, the guide ...) are their sources, byte
     # for byte (test_job_templates.py): the goldens keep the rendered ones
     copied = {f"{EXAMPLES_BUILD_DIR}/{path.name}" for path in EXAMPLES_SOURCE.iterdir() if path.suffix != ".j2"}
-    # so are the Slurm exporter's modules (test_monitoring.py)
+    # so are the Slurm exporter's modules (test_monitoring.py) and the bundle tool (test_job_templates.py)
+    copied |= {f"{EXAMPLES_BUILD_DIR}/{GUIDE}", f"{EXAMPLES_BUILD_DIR}/{BUNDLE_TOOL}"}
     return {path: text for path, text in files.items()
-            if path not in copied and path != f"{EXAMPLES_BUILD_DIR}/{GUIDE}" and not path.startswith(f"{EXPORTER_BUILD_DIR}/")}
+            if path not in copied and not path.startswith(f"{EXPORTER_BUILD_DIR}/")}
 
 
 def golden_files(name: str) -> dict[str, str]:

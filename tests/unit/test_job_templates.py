@@ -14,6 +14,7 @@ from unit_helpers import SHIPPED_INVENTORIES, local_cluster
 from cluster_cli.loader import load_cluster
 from cluster_cli.errors import InventoryError
 from cluster_cli.render.job_templates import (
+    BUNDLE_TOOL,
     GUIDE,
     ONLY_WITH,
     light_partition,
@@ -36,7 +37,40 @@ def test_files_without_the_template_suffix_are_copied_byte_for_byte(tmp_path: Pa
               if path.suffix != ".j2" and not path.name.startswith("_") and path.name not in ONLY_WITH]
     assert copied and all(files[path.name] == path.read_text() for path in copied)
     assert files[GUIDE] == (REPO / "docs" / GUIDE).read_text()
+    assert files[BUNDLE_TOOL] == (REPO / "training" / BUNDLE_TOOL).read_text()  # the local cluster has containers on
     assert not any(name.startswith("_") or name.endswith(".j2") for name in files)
+
+
+# srun and scontrol stand-ins: the srun line of a rendered template is what the tests read.
+STAND_INS = """
+scontrol() { case $2 in hostnames) echo node1 ;; *) echo "NodeName=node1 NodeAddr=10.0.0.1" ;; esac; }
+srun() { echo "srun $*"; }
+"""
+
+
+def _srun_words(text: str, tmp_path: Path, **env: str) -> list[str]:
+    """The words of the srun line the rendered batch script ``text`` runs (its venv and torchrun not needed)."""
+    script = tmp_path / "job.sbatch"
+    script.write_text(text.replace("source ", ": ", 1))
+    done = subprocess.run(
+        ["bash", "-c", f'{STAND_INS}\nsource "{script}"'], capture_output=True, text=True, timeout=30, check=True,
+        env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node[1-2]",
+             "SLURM_CPUS_PER_TASK": "2", **env},
+    )
+    return next(line for line in done.stdout.splitlines() if line.startswith("srun ")).split()
+
+
+def test_with_containers_on_a_bundle_runs_each_torchrun_in_the_image(tmp_path: Path) -> None:
+    """CONTAINER_BUNDLE=DIR adds srun --container; without it the job runs on the nodes as before."""
+    ddp = _files(local_cluster(tmp_path))["ddp.sbatch"]
+    assert "--container=/home/alice/bundles/training" in _srun_words(ddp, tmp_path, CONTAINER_BUNDLE="/home/alice/bundles/training")
+    assert not any(word.startswith("--container") for word in _srun_words(ddp, tmp_path))
+
+
+def test_with_containers_off_no_bundle_tool_and_no_container_option(tmp_path: Path) -> None:
+    files = _files(local_cluster(tmp_path, lambda text: text.replace("containers:\n  enabled: true", "containers:\n  enabled: false")))
+    assert BUNDLE_TOOL not in files
+    assert "CONTAINER_BUNDLE" not in files["ddp.sbatch"] + files["fsdp.sbatch"] + files["README.md"]
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_INVENTORIES))
