@@ -17,8 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cluster_cli.cluster import Cluster, ManagedHost
+from cluster_cli.containers import OCI_RUN_PROGRAM
+from cluster_cli.paths import project_dir
 from cluster_cli.render.alertmanager_conf import ALERTMANAGER_CONFIG
-from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, host_health_path
+from cluster_cli.render.health_conf import HEALTH_CONFIG_PATH, HEALTH_PROGRAM_PATH, host_health_path
 from cluster_cli.render.job_templates import EXAMPLES_BUILD_DIR
 from cluster_cli.render.monitoring import (
     ALERT_RULES, EXPORTER_BUILD_DIR, EXPORTER_DIR, MONITORING_BUILD_DIR, PROMETHEUS_CONFIG, PROMETHEUS_DIR,
@@ -42,6 +44,12 @@ SLURM_CONFIGS = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf", "sl
 # Configless: the hosts that keep those files (roles/slurm_common's __slurm_common_file_groups);
 # a host that only runs slurmd fetches them from slurmctld and must not hold them.
 CONFIGLESS_FILE_ROLES = frozenset({"controller", "login", "database"})
+# roles/slurmd's programs on compute hosts, by their files in the role: the health check, the container
+# start (the sources are these role paths, not rendered files: role_program_checksums).
+SLURMD_PROGRAMS = {
+    HEALTH_PROGRAM_PATH: "roles/slurmd/files/cluster-cli-health",
+    OCI_RUN_PROGRAM: "roles/slurmd/files/cluster-cli-oci-run",
+}
 EXAMPLES_PREFIX = f"{EXAMPLES_BUILD_DIR}/"
 EXPORTER_PREFIX = f"{EXPORTER_BUILD_DIR}/"
 CONSOLES_PREFIX = f"{MONITORING_BUILD_DIR}/consoles/"
@@ -83,6 +91,8 @@ def files_for_host(
         # roles/slurmd: the health check's expectations (none, and removed, when the check is off)
         source = host_health_path(host.name)
         files.append(HostFile(HEALTH_CONFIG_PATH, source, checksums.get(source)))
+        # and its programs, each byte for byte its file of the role (none, and removed, when off)
+        files += [HostFile(path, source, checksums.get(source)) for path, source in SLURMD_PROGRAMS.items()]
     if "login" in host.roles:
         # roles/login: the job templates and the user guide
         examples_dir = cluster.inventory.training.examples_dir
@@ -146,7 +156,17 @@ def files_by_host(cluster: Cluster, rendered: dict[str, str], munge_key: bytes) 
     """``rendered`` maps build directory paths to their text, with each host's health text taken out
     of its bundle (health_conf.with_host_health_texts); each is hashed once, not per host."""
     checksums = {path: sha256_text(text) for path, text in rendered.items() if text}
+    checksums |= role_program_checksums(cluster)
     munge_key_sha256 = hashlib.sha256(munge_key).hexdigest()
     mounts = mounts_by_host(cluster.inventory, cluster.hosts)
     return {name: files_for_host(cluster, host, checksums, munge_key_sha256, mounts[name])
             for name, host in cluster.hosts.items()}
+
+
+def role_program_checksums(cluster: Cluster) -> dict[str, str]:
+    """The checksums of roles/slurmd's programs the inventory turns on, by their role paths."""
+    wanted = {HEALTH_PROGRAM_PATH: cluster.inventory.health_check.enabled,
+              OCI_RUN_PROGRAM: cluster.inventory.containers.enabled}
+    project = project_dir()
+    return {source: hashlib.sha256((project / source).read_bytes()).hexdigest()
+            for path, source in SLURMD_PROGRAMS.items() if wanted[path]}

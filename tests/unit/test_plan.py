@@ -265,8 +265,8 @@ def test_configless_compute_hosts_hold_no_slurm_config_and_the_others_do(tmp_pat
     rendered = _rendered(cluster)
     wanted = {name: {item.name for item in files if item.sha256}
               for name, files in files_by_host(cluster, rendered, MUNGE_KEY).items()}
-    # no Slurm file; the health check's expectations are cluster-cli's own file
-    assert wanted["gpu01"] == {"munge.key", "cluster-cli-health.json"}
+    # no Slurm file; the health check's expectations and program are cluster-cli's own files
+    assert wanted["gpu01"] == {"munge.key", "cluster-cli-health.json", "cluster-cli-health"}
     assert {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"} <= wanted["head"]
     roles_vars = (REPO / "roles" / "slurm_common" / "vars" / "main.yml").read_text()
     assert "__slurm_common_file_groups: [slurm_controller, slurm_login, slurm_database]" in roles_vars
@@ -416,3 +416,18 @@ def test_a_container_image_the_compute_hosts_lack_is_a_note_at_its_line(tmp_path
     assert plan.changes == [] and plan.exit_code is ExitCode.OK
     for held in ({image: True}, {}):  # there; or a host whose agent was not asked
         assert _plan(cluster, rendered, dataclasses.replace(probe, images=held)).notes == []
+
+
+def test_a_changed_program_of_roles_slurmd_is_a_file_change_and_one_turned_off_is_removed(tmp_path: Path) -> None:
+    """The container start and the health check are the role's files: a host that holds an older
+    one is a change (the plan's short path would otherwise never bring a new release's program)."""
+    cluster = local_cluster(tmp_path)
+    rendered = _rendered(cluster)
+    probe = _converged_probe(cluster, rendered)
+    assert _plan(cluster, rendered, probe).changes == []
+    _host_holds(probe, "/usr/local/bin/cluster-cli-oci-run", "#!/usr/bin/python3\n# an older release\n")
+    changes = _plan(cluster, rendered, probe).changes
+    assert [(change.host, change.subject) for change in changes] == [("localhost", "/usr/local/bin/cluster-cli-oci-run")]
+    off = local_cluster(tmp_path, lambda text: text.replace("containers:\n  enabled: true", "containers:\n  enabled: false"))
+    held = {item.path: item.sha256 for item in files_by_host(off, _rendered(off), MUNGE_KEY)["localhost"]}
+    assert held["/usr/local/bin/cluster-cli-oci-run"] is None  # to be removed
