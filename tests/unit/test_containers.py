@@ -156,20 +156,26 @@ def test_the_end_of_step_commands_drop_to_the_jobs_user_when_slurmstepd_runs_the
     pattern = kill.split("=", 1)[1].strip('"').replace("%u", "alice").replace("%b", "/spool/b").replace(
         "%n.alice.%j.%s.%t", "c1")
     assert '"' not in pattern
+    runs = _as_root_and_as_the_user(pattern, tmp_path, setpriv='echo "setpriv $*"', runc='echo "runc $*"')
+    assert runs["0"] == (0, ["setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b"
+                             " kill -a c1"])
+    assert runs["5001"] == (0, ["runc --rootless=true --root=/spool/b kill -a c1"])
+
+
+def _as_root_and_as_the_user(pattern: str, tmp_path: Path, **stand_ins: str) -> dict[str, tuple[int, list[str]]]:
+    """``pattern`` run by /bin/sh as Slurm runs it, once as root (uid 0) and once as the job's user
+    (5001): exit status and output lines of each, with stand-ins for `id` and ``stand_ins``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in (("id", 'if [ "$1" = -u ]; then echo "$FAKE_UID"; else echo 5000; fi'),
-                       ("setpriv", 'echo "setpriv $*"'), ("runc", 'echo "runc $*"')):
+    for name, body in {"id": 'if [ "$1" = -u ]; then echo "$FAKE_UID"; else echo 5000; fi', **stand_ins}.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     runs = {}
     for uid in ("0", "5001"):
-        done = subprocess.run(["/bin/sh", "-c", pattern], capture_output=True, text=True, check=True,
+        done = subprocess.run(["/bin/sh", "-c", pattern], capture_output=True, text=True, check=False,
                               env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_UID": uid})
-        runs[uid] = done.stdout.strip()
-    assert runs["0"] == ("setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b"
-                         " kill -a c1")
-    assert runs["5001"] == "runc --rootless=true --root=/spool/b kill -a c1"
+        runs[uid] = (done.returncode, done.stdout.splitlines())
+    return runs
 
 
 def test_the_delete_clears_a_cancelled_steps_leftovers_as_root_only_and_keeps_its_status(tmp_path: Path) -> None:
@@ -182,18 +188,8 @@ def test_the_delete_clears_a_cancelled_steps_leftovers_as_root_only_and_keeps_it
     pattern = (line.split("=", 1)[1].strip('"').replace("%u", "alice").replace("%b", "/spool/b")
                .replace("%n.alice.%j.%s.%t", "c1").replace("%n", "c1").replace("%j", "7").replace("%s", "0"))
     assert "%" not in pattern
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in (("id", 'if [ "$1" = -u ]; then echo "$FAKE_UID"; else echo 5000; fi'),
-                       ("setpriv", 'echo "setpriv $*"; exit 3'), ("runc", 'echo "runc $*"; exit 3'),
-                       ("rmdir", 'echo "rmdir $*"')):
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    runs = {}
-    for uid in ("0", "5001"):
-        done = subprocess.run(["/bin/sh", "-c", pattern], capture_output=True, text=True, check=False,
-                              env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_UID": uid})
-        runs[uid] = (done.returncode, done.stdout.splitlines())
+    runs = _as_root_and_as_the_user(pattern, tmp_path, setpriv='echo "setpriv $*"; exit 3',
+                                    runc='echo "runc $*"; exit 3', rmdir='echo "rmdir $*"')
     job = "/sys/fs/cgroup/*/slurm_c1/uid_0/job_7"  # no such cgroup here: the glob stays as written
     assert runs["0"] == (3, [
         "setpriv --reuid=alice --regid=5000 --init-groups runc --rootless=true --root=/spool/b delete --force c1",
